@@ -1,0 +1,123 @@
+"""The backend interface: where a target's nodes live, and the levers the nemesis pulls.
+
+A backend knows nothing of Raft or Kafka. It gives each node a host (a directory and a process
+slot on this machine for `local`, a container reached over SSH for `docker`), runs commands and
+one long-lived daemon per node there, moves files, and cuts links between nodes. A target (see
+`harness/targets/base.py`) builds on these to install, configure and start its own program.
+
+Addresses differ by who is asking: in `local`, node A reaches node B through a proxy owned by
+the harness (so that the link A->B can be cut), hence `peer_address(src, dst, port)`.
+Optional powers (pause, partition) are separate small protocols, so that a nemesis asks a
+backend whether it can before it tries (`isinstance(backend, CanPartition)`).
+"""
+
+from __future__ import annotations
+
+import abc
+import signal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    exit_status: int
+    stdout: str
+    stderr: str
+
+
+class BackendError(RuntimeError):
+    """The backend could not do what was asked (infrastructure failure: exit code 3)."""
+
+
+@dataclass
+class ClusterSpec:
+    """What the harness asks a backend for."""
+
+    run_id: str  # unique per run; every resource a backend makes is labelled with it
+    nodes: Sequence[str]  # "n1", "n2", ...
+    ports: Mapping[str, int]  # logical port name -> port inside a node's host, e.g. {"kafka": 9093}
+    run_dir: Path  # the run's results directory; the backend writes its own log there
+    options: dict[str, str] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def setup(self, spec: ClusterSpec) -> None:
+        """Create the hosts. Also sweeps leftovers of earlier runs of this backend."""
+
+    @abc.abstractmethod
+    def teardown(self) -> None:
+        """Stop every process and remove every resource this run made. Idempotent."""
+
+    @abc.abstractmethod
+    def node_dir(self, node: str) -> str:
+        """The directory on the node's host where the target keeps config, data and logs."""
+
+    @abc.abstractmethod
+    def bind_address(self, node: str, port: str) -> tuple[str, int]:
+        """Where the node's program listens for `port` (host, port) on its own host."""
+
+    @abc.abstractmethod
+    def peer_address(self, src: str, dst: str, port: str) -> tuple[str, int]:
+        """How node `src` reaches `port` of node `dst` (through the link the nemesis can cut)."""
+
+    @abc.abstractmethod
+    def client_address(self, node: str, port: str) -> tuple[str, int]:
+        """How the harness (clients, checkers) reaches `port` of `node`; never cut by partitions."""
+
+    @abc.abstractmethod
+    def exec(self, node: str, argv: Sequence[str], check: bool = True,
+             timeout: float = 60.0) -> CommandResult:
+        """Run a command to completion on the node's host."""
+
+    @abc.abstractmethod
+    def write_file(self, node: str, path: str, content: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def spawn(self, node: str, argv: Sequence[str], log_path: str,
+              env: Mapping[str, str] | None = None) -> None:
+        """Start the node's daemon (one per node), stdout and stderr appended to `log_path`."""
+
+    @abc.abstractmethod
+    def signal(self, node: str, sig: signal.Signals) -> None:
+        """Send a signal to the node's daemon (SIGKILL, SIGTERM, SIGSTOP, SIGCONT)."""
+
+    @abc.abstractmethod
+    def wait_exit(self, node: str, timeout: float) -> int | None:
+        """Wait for the daemon to exit; its exit status, or None if still running."""
+
+    @abc.abstractmethod
+    def is_running(self, node: str) -> bool: ...
+
+    @abc.abstractmethod
+    def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
+        """Copy a file or directory tree from the node's host into `local_dir`."""
+
+
+@runtime_checkable
+class CanPartition(Protocol):
+    def partition(self, blocked: Iterable[tuple[str, str]]) -> None:
+        """Drop all traffic from src to dst for each (src, dst), one-way; replaces earlier cuts."""
+
+    def heal(self) -> None:
+        """Restore every link."""
+
+
+def sweep_all() -> list[str]:
+    """Remove every leftover of every backend (for `kraft clean`); returns what was removed."""
+    removed: list[str] = []
+    for module_name in ("harness.backends.local", "harness.backends.docker"):
+        try:
+            module = __import__(module_name, fromlist=["sweep"])
+        except ImportError:
+            continue
+        sweep = getattr(module, "sweep", None)
+        if sweep is not None:
+            removed.extend(sweep())
+    return removed

@@ -1,0 +1,62 @@
+"""The `kraft` command: one console script, one subcommand per job (see ARCHITECTURE.md).
+
+Each subcommand lives in its own module and exposes `main(argv: list[str]) -> int`; this file only
+dispatches, so that the parts can grow without touching each other. A subcommand imports its heavy
+dependencies (docker, pyspark, matplotlib) lazily, so `kraft --help` stays fast and a missing
+optional dependency only breaks the command that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+EXIT_USAGE = 64
+
+# name -> (module exposing main(argv) -> int, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "node": ("reference_node.cli", "run a reference KRaft node, or `node format` its directory"),
+    "quorum": ("reference_node.quorum_cli", "describe the quorum, like kafka-metadata-quorum.sh"),
+    "simulate": ("reference_node.raft.simulate_cli", "deterministic simulation of Raft cores"),
+    "test": ("harness.test_cli", "one test run: deploy, run workload and nemesis, check, store"),
+    "check": ("checkers.cli", "re-run the checkers on a stored run or history"),
+    "images": ("harness.images_cli", "build the node images for the docker backend"),
+    "campaign": ("harness.campaign_cli", "run the pytest campaign suite with Allure results"),
+    "analyze": ("harness.analyze_cli", "the Spark pipeline over many runs"),
+    "report": ("harness.report_cli", "generate the Allure report"),
+    "clean": ("harness.clean_cli", "remove every container, network and process a run left"),
+}
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: kraft COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "`kraft COMMAND --help` describes a command."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0 if args else EXIT_USAGE
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"kraft: unknown command {name!r}; one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return EXIT_USAGE
+    module_name = COMMANDS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            print(f"kraft {name}: not available in this build ({module_name} is missing)",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        raise
+    code: int = module.main(rest)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The target interface: one implementation under test, as a DB and a client (ARCHITECTURE.md).
+
+Jepsen's split: the DB installs, configures, starts and stops the program on each node through
+a backend; the client performs one operation against one node and reports what it learned.
+Optional powers (kill, pause, say who leads, collect node data) are separate protocols, so that a
+nemesis only uses what a target can do.
+
+An operation is a plain dict of the history format: the client receives the invoke op and
+returns the completion: the same dict with `type` set to "ok", "fail" or "info" (and `value`,
+`error`, `node` filled in), never a new shape.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.backends.base import Backend
+
+Op = dict[str, Any]
+
+
+class DB(abc.ABC):
+    """Deploys the target's nodes. Every method may be called again after a failure."""
+
+    @abc.abstractmethod
+    def setup(self, backend: Backend, nodes: list[str], node_config: dict[str, str]) -> None:
+        """Write configuration, prepare storage and start every node."""
+
+    @abc.abstractmethod
+    def teardown(self, backend: Backend, nodes: list[str]) -> None:
+        """Stop every node (data may be left for `collect`)."""
+
+    @abc.abstractmethod
+    def start(self, backend: Backend, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self, backend: Backend, node: str) -> None:
+        """Graceful stop (SIGTERM); waits for exit."""
+
+    @abc.abstractmethod
+    def collect(self, backend: Backend, node: str, into: Path) -> None:
+        """Copy the node's logs, events.jsonl and data files into `into` (results/.../nodes/<node>/).
+
+        Also writes `into/log.jsonl` (the node's final log, docs/contracts.md) when it can.
+        """
+
+
+@runtime_checkable
+class CanKill(Protocol):
+    def kill(self, backend: Backend, node: str) -> None:
+        """SIGKILL the node's process (it stays down until `start`)."""
+
+
+@runtime_checkable
+class CanPause(Protocol):
+    def pause(self, backend: Backend, node: str) -> None: ...
+
+    def resume(self, backend: Backend, node: str) -> None: ...
+
+
+@runtime_checkable
+class HasLeader(Protocol):
+    def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, int | None]:
+        """Which node each reachable node believes leads (by node name), for targeted faults."""
+
+
+class Client(abc.ABC):
+    """One client process's connection. `invoke` never raises for an operation's failure: it
+    returns the completion with type "fail" (certainly no effect) or "info" (unknown)."""
+
+    @abc.abstractmethod
+    def open(self, backend: Backend, nodes: list[str], node: str) -> None: ...
+
+    @abc.abstractmethod
+    def invoke(self, op: Op, timeout: float) -> Op: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class Target(abc.ABC):
+    name: str
+    # logical port names the target's nodes listen on, with their in-host port numbers
+    ports: dict[str, int]
+
+    @abc.abstractmethod
+    def db(self) -> DB: ...
+
+    @abc.abstractmethod
+    def client(self) -> Client: ...
+
+    def workloads(self) -> list[str]:
+        """Which workloads this target can run."""
+        return ["append"]
