@@ -1,0 +1,49 @@
+"""The campaign matrix: which runs of the harness make up the smoke and full campaigns.
+
+A case is one `kraft test` run: a workload under a nemesis, against a target, with an expected
+verdict. Unsafe cases switch on one of the reference node's deliberate defects and expect the
+harness to find it: they prove the checkers still catch what they claim to catch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Case:
+    workload: str
+    nemesis: str  # a comma list for `kraft test --nemesis`, or "none"
+    expect: str = "valid"  # or "invalid"
+    partition_shapes: str | None = None
+    node_config: tuple[tuple[str, str], ...] = ()
+    marks: tuple[str, ...] = ("full",)
+    severity: str = "normal"
+    extra_args: tuple[str, ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        parts = [self.workload, self.nemesis.replace(",", "+")]
+        if self.partition_shapes:
+            parts.append(self.partition_shapes)
+        parts += [f"{k}={v}" for k, v in self.node_config]
+        return "-".join(parts)
+
+
+SMOKE = ("smoke", "full")
+
+CASES: list[Case] = [
+    Case("append", "none", marks=SMOKE, severity="blocker"),
+    Case("append", "partition", marks=SMOKE, severity="critical"),
+    Case("append", "pause", marks=SMOKE, severity="critical"),
+    Case("append", "kill", marks=SMOKE, severity="critical"),
+    Case("append", "partition", partition_shapes="leader", severity="critical"),
+    Case("append", "partition,pause,kill", severity="critical"),
+    Case("append", "partition", partition_shapes="majorities-ring"),
+    Case("append", "partition", partition_shapes="bridge"),
+    # Deliberate defects: the campaign passes when the harness catches them.
+    Case("append", "partition", partition_shapes="leader", expect="invalid",
+         node_config=(("unsafe", "stale-leader-reads"),), marks=SMOKE, severity="minor"),
+    Case("append", "partition,kill", expect="invalid",
+         node_config=(("unsafe", "no-log-check"),), severity="minor"),
+]

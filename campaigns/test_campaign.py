@@ -1,0 +1,53 @@
+"""The campaign: one test per case of the matrix, each a whole run of the harness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import allure
+import pytest
+from matrix import Case
+from report import attach_run, failure_message
+from runner import kraft_test_argv, run_kraft_test
+
+
+def test_case(case: Case, case_index: int, campaign_options: dict[str, Any]) -> None:
+    options = dict(campaign_options)
+    options["workload"] = case.workload
+    options["nemesis"] = case.nemesis
+    options["partition_shapes"] = case.partition_shapes
+    options["seed"] = int(options["seed"]) + case_index
+    options["node_config"] = list(case.node_config) + list(options["node_config"])
+    # A defect switched on with --node-config makes a case that expects valid fail, as it should.
+    expect = case.expect
+
+    allure.dynamic.epic(options["target"])
+    allure.dynamic.feature(case.workload)
+    allure.dynamic.story(case.nemesis + (f" ({case.partition_shapes})" if case.partition_shapes else ""))
+    allure.dynamic.severity(case.severity)
+    allure.dynamic.title(f"{case.workload} under {case.id.split('-', 1)[1]} expecting {expect}")
+    for key in ("seed", "nodes", "time_limit", "backend"):
+        allure.dynamic.parameter(key, options[key])
+    for key, value in options["node_config"]:
+        allure.dynamic.parameter(key, value)
+
+    results_dir = options.pop("results_dir")
+    test_name = f"campaign-{case.id}"
+    argv = kraft_test_argv(options, test_name, results_dir)
+    run = run_kraft_test(argv, results_dir, test_name, step=allure.step,
+                         timeout=float(options["time_limit"]) * 4 + 300)
+    if run.run_dir is not None:
+        attach_run(run.run_dir)
+    allure.attach(run.output, name="summary", attachment_type=allure.attachment_type.TEXT)
+
+    if run.exit_code not in (0, 1):
+        # Not a verdict on the target: the harness or the machine failed (Allure: broken).
+        raise RuntimeError(f"harness error: kraft test exited {run.exit_code} ({run.verdict}); "
+                           f"run dir {run.run_dir}\n{run.output[-2000:]}")
+    history = run.run_dir / "history.jsonl" if run.run_dir else None
+    if expect == "valid" and run.exit_code == 1:
+        pytest.fail(failure_message(run.results(), history), pytrace=False)
+    if expect == "invalid" and run.exit_code == 0:
+        pytest.fail("expected invalid: the deliberate defect "
+                    f"{dict(options['node_config'])} went unnoticed in {run.run_dir}",
+                    pytrace=False)

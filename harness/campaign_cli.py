@@ -1,0 +1,37 @@
+"""`kraft campaign`: run the campaign suite (campaigns/, pytest + allure-pytest) with defaults.
+
+Everything after the known flags goes to pytest unchanged, so every campaign option
+(--backend, --nodes, --node-config, --nemesis, ...) and every pytest option works here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kraft campaign",
+        description="Run the campaign suite (smoke by default) and write Allure results.",
+        epilog="Other arguments go to pytest, e.g. --backend docker --nodes 5 --node-config unsafe=no-check-quorum")
+    parser.add_argument("--full", action="store_true", help="the whole matrix (nightly), not just smoke")
+    parser.add_argument("--alluredir", default="allure-results", help="Allure results (default allure-results)")
+    args, rest = parser.parse_known_args(argv)
+    suite = REPO / "campaigns"
+    if not suite.is_dir():
+        print(f"kraft campaign: no campaign suite at {suite} (run from a checkout of the project)",
+              file=sys.stderr)
+        return 64
+    cmd = [sys.executable, "-m", "pytest", str(suite), "-m", "full" if args.full else "smoke",
+           "--alluredir", args.alluredir, *rest]
+    print("kraft campaign: " + " ".join(cmd[2:]), file=sys.stderr)
+    code = subprocess.call(cmd)
+    print(f"\nAllure results: {Path(args.alluredir).resolve()}\n"
+          f"Runs:           {REPO / 'results'}\n"
+          f"Report:         kraft report {args.alluredir}  (opens allure-report/index.html)")
+    return code

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian machine, idempotently:
+# the Python package with its test and Spark extras, and the Debian tools the docker backend uses.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== apt-get install ${need_apt[*]}"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+echo "== pip install -e .[dev,spark]"
+python3 -m pip install -q --disable-pip-version-check -e '.[dev,spark]' 2>&1 \
+  | grep -v -e 'Running pip as the .root. user' -e '^$' || true
