@@ -1,1 +1,87 @@
+"""Durable storage of the reference KRaft node, in Kafka's on-disk formats.
 
+Theory of operation
+-------------------
+A node owns one `metadata.log.dir`, laid out as Kafka lays it out:
+
+    <log_dir>/.lock                                      flock: one process per directory
+    <log_dir>/meta.properties                            node.id, cluster.id, directory.id
+    <log_dir>/__cluster_metadata-0/quorum-state          leader epoch, leader, vote (JSON)
+    <log_dir>/__cluster_metadata-0/leader-epoch-checkpoint
+    <log_dir>/__cluster_metadata-0/%020d.log             segments of RecordBatch v2
+
+`format_storage` prepares the directory (like `kafka-storage format`); `NodeStorage.open` locks
+it, checks `meta.properties` against the configuration and opens the log and the quorum-state
+store. The Raft core's entries become `StoredRecord`s: data records (key null, value bytes) and
+control records (key Kafka's ControlRecordType, value the control payload as Kafka encodes it).
+
+Durability rules the server must follow (KIP-595 drops Kafka's lazy flushing for this log):
+
+* `MetadataLog.append` only writes to the page cache; nothing is durable until `flush()`
+  returns. Acknowledge a client append, report a Fetch position, or count the leader's own
+  log toward the high watermark only up to the offset `flush()` returned.
+* `QuorumStateStore.write` is durable when it returns: write the vote before answering a Vote
+  request, the new epoch before acting in it.
+* `MetadataLog.truncate_to` is durable when it returns.
+
+On open every batch's CRC is checked. A torn tail (a crash during an append: nothing valid
+follows the bad bytes) is cut and listed in `MetadataLog.recovery`; corruption with valid data
+behind it raises `StorageError` naming the file, the byte and what to do. Nothing here drops
+data that could have been acknowledged without saying so.
+
+`dump_log_jsonl` and `log_summary` read a (copy of a) directory without lock or writes, for the
+harness's node data dump (docs/contracts.md).
+
+The log's `start_offset` is the base of its first segment (0 today); a log that starts at a
+snapshot (KIP-630) will only move it. Snapshots themselves are not built yet.
+"""
+
+from __future__ import annotations
+
+from .batch import (
+    ControlType,
+    StoredRecord,
+    decode_batches,
+    encode_batch,
+)
+from .dump import dump_log_jsonl, log_summary, record_value
+from .epochs import EpochEntry
+from .errors import OffsetOutOfRangeError, StorageError
+from .lock import DirLock
+from .log import DEFAULT_SEGMENT_BYTES, MetadataLog, RecoveryReport, TailCut
+from .meta import (
+    META_PROPERTIES,
+    METADATA_PARTITION_DIR,
+    MetaProperties,
+    format_storage,
+    random_uuid,
+)
+from .node import NodeStorage
+from .quorum_state import QUORUM_STATE, QuorumState, QuorumStateStore
+
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES",
+    "METADATA_PARTITION_DIR",
+    "META_PROPERTIES",
+    "QUORUM_STATE",
+    "ControlType",
+    "DirLock",
+    "EpochEntry",
+    "MetaProperties",
+    "MetadataLog",
+    "NodeStorage",
+    "OffsetOutOfRangeError",
+    "QuorumState",
+    "QuorumStateStore",
+    "RecoveryReport",
+    "StorageError",
+    "StoredRecord",
+    "TailCut",
+    "decode_batches",
+    "dump_log_jsonl",
+    "encode_batch",
+    "format_storage",
+    "log_summary",
+    "random_uuid",
+    "record_value",
+]

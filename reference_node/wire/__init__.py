@@ -1,0 +1,109 @@
+"""The Kafka wire protocol for the reference node, its harness client and `kraft quorum`.
+
+Theory of operation
+-------------------
+Message types come from kio (classes generated from Kafka's own JSON schemas, one per API
+version); this package only frames them and moves them.
+
+- `codec` is sans-I/O, in the manner of h11: a `FrameSplitter` cuts the byte stream at 4-byte
+  size prefixes; `ServerCodec` turns frames into `Request`s (header + kio body) and responses into
+  bytes; `ClientCodec` numbers outgoing requests and decodes each response with the class of its
+  request. Anything the peer sends that we cannot accept raises `ProtocolError`, carrying the
+  correlation id once it was read; an API key or version outside our table raises its subclass
+  `UnsupportedVersion`, which a server answers (ApiVersions) or closes on (anything else).
+- `apis` holds the one table of what the node implements (`SUPPORTED_APIS`) and builds the
+  ApiVersions response from it.
+- `client.KafkaClient` is blocking (harness threads, CLIs); `aio.AsyncKafkaConnection` pipelines
+  requests on an event loop (node-to-node RPCs). Their errors are `WireError`s whose
+  `certainly_not_sent` says whether the request may have taken effect.
+- `records` builds and reads RecordBatch v2 for the `append` workload (docs/contracts.md).
+- `requests` builds the few requests the harness and the CLI send, for any supported version.
+"""
+
+from .aio import AsyncKafkaConnection
+from .apis import (
+    API_NAMES,
+    API_VERSIONS,
+    BEGIN_QUORUM_EPOCH,
+    DESCRIBE_QUORUM,
+    END_QUORUM_EPOCH,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    PRODUCE,
+    SUPPORTED_APIS,
+    VOTE,
+    VersionRange,
+    api_versions_response,
+    request_class,
+    request_module,
+    response_class,
+    response_module,
+)
+from .client import KafkaClient
+from .codec import (
+    MAX_FRAME_SIZE,
+    ClientCodec,
+    FrameSplitter,
+    Request,
+    ServerCodec,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
+from .errors import (
+    BadResponse,
+    ConnectFailed,
+    ConnectionClosed,
+    ProtocolError,
+    RequestTimeout,
+    UnsupportedVersion,
+    VersionMismatch,
+    WireError,
+)
+
+__all__ = [
+    "API_NAMES",
+    "API_VERSIONS",
+    "BEGIN_QUORUM_EPOCH",
+    "DESCRIBE_QUORUM",
+    "END_QUORUM_EPOCH",
+    "FETCH",
+    "LIST_OFFSETS",
+    "MAX_FRAME_SIZE",
+    "METADATA",
+    "METADATA_PARTITION",
+    "METADATA_TOPIC",
+    "PRODUCE",
+    "SUPPORTED_APIS",
+    "VOTE",
+    "AsyncKafkaConnection",
+    "BadResponse",
+    "ClientCodec",
+    "ConnectFailed",
+    "ConnectionClosed",
+    "FrameSplitter",
+    "KafkaClient",
+    "ProtocolError",
+    "Request",
+    "RequestTimeout",
+    "ServerCodec",
+    "UnsupportedVersion",
+    "VersionMismatch",
+    "VersionRange",
+    "WireError",
+    "api_versions_response",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "request_class",
+    "request_module",
+    "response_class",
+    "response_module",
+    "unsupported_api_versions_response",
+]

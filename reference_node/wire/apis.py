@@ -1,0 +1,132 @@
+"""What the reference node speaks: the one table of API keys and version ranges.
+
+The ranges are the intersection of what kio has schemas for, what the node implements, and what
+librdkafka (confluent-kafka 2.x) negotiates without features we lack: Fetch stops at 12 because
+13+ names topics by id, Metadata at 12 because 13 is not in every client. The KRaft APIs take the
+whole range kio knows, since only our own nodes and `kraft quorum` send them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32Timedelta
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+DESCRIBE_QUORUM = 55
+
+API_NAMES: dict[int, str] = {
+    PRODUCE: "Produce",
+    FETCH: "Fetch",
+    LIST_OFFSETS: "ListOffsets",
+    METADATA: "Metadata",
+    API_VERSIONS: "ApiVersions",
+    VOTE: "Vote",
+    BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+    END_QUORUM_EPOCH: "EndQuorumEpoch",
+    DESCRIBE_QUORUM: "DescribeQuorum",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """Inclusive range of versions of one API."""
+
+    min: int
+    max: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min <= self.max:
+            raise ValueError(f"bad version range {self.min}..{self.max}")
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min <= version <= self.max
+
+    def intersect(self, other: VersionRange) -> VersionRange | None:
+        low, high = max(self.min, other.min), min(self.max, other.max)
+        return VersionRange(low, high) if low <= high else None
+
+
+SUPPORTED_APIS: dict[int, VersionRange] = {
+    PRODUCE: VersionRange(3, 9),
+    FETCH: VersionRange(4, 12),
+    LIST_OFFSETS: VersionRange(1, 7),
+    METADATA: VersionRange(1, 12),
+    API_VERSIONS: VersionRange(0, 3),
+    VOTE: VersionRange(0, 2),
+    BEGIN_QUORUM_EPOCH: VersionRange(0, 1),
+    END_QUORUM_EPOCH: VersionRange(0, 1),
+    DESCRIBE_QUORUM: VersionRange(0, 2),
+}
+"""The APIs the reference node implements. The one place to change when a version is added."""
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+
+
+def request_module(api_key: int, version: int) -> ModuleType:
+    """kio's module of request classes for one API version (nested classes live there too)."""
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+def response_module(api_key: int, version: int) -> ModuleType:
+    """kio's module of response classes for one API version."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+def request_class(api_key: int, version: int) -> type[Any]:
+    """The kio request class for (api_key, version); raises kio.index.KioIndexError if none."""
+    return load_request_schema(api_key, version)
+
+
+def response_class(api_key: int, version: int) -> type[Any]:
+    """The kio response class for (api_key, version); raises kio.index.KioIndexError if none."""
+    return load_response_schema(api_key, version)
+
+
+def api_versions_response(
+    version: int,
+    error_code: ErrorCode = ErrorCode.none,
+    supported: dict[int, VersionRange] | None = None,
+) -> Any:
+    """An ApiVersionsResponse of `version` listing `supported` (default: SUPPORTED_APIS).
+
+    For an ApiVersions request of a version we do not know, Kafka answers version 0 with
+    `ErrorCode.unsupported_version` and its full list, so the client can retry with one it
+    knows (KIP-511); pass exactly that.
+    """
+    table = SUPPORTED_APIS if supported is None else supported
+    module = response_module(API_VERSIONS, version)
+    keys = tuple(
+        module.ApiVersion(api_key=i16(key), min_version=i16(r.min), max_version=i16(r.max))
+        for key, r in sorted(table.items())
+    )
+    fields: dict[str, Any] = {"error_code": error_code, "api_keys": keys}
+    if version >= 1:
+        fields["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    return module.ApiVersionsResponse(**fields)
+
+
+def negotiate(ours: VersionRange, theirs: VersionRange, api_key: int) -> int:
+    """The highest version both sides speak; ValueError naming the API when there is none."""
+    common = ours.intersect(theirs)
+    if common is None:
+        name = API_NAMES.get(api_key, str(api_key))
+        raise ValueError(
+            f"no common version of {name}: ours {ours.min}..{ours.max}, "
+            f"theirs {theirs.min}..{theirs.max}"
+        )
+    return common.max
