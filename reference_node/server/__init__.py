@@ -1,1 +1,19 @@
+"""The server: a thin asyncio host that runs the sans-I/O Raft core as a Kafka-protocol node.
 
+Theory of operation
+-------------------
+`node.NodeHost` owns one `RaftCore` and feeds it every input on the event-loop thread: clock ticks
+(every 10 ms), Raft messages from peers, client appends and reads, and `LogFlushed` when a flush
+finishes. One pump task carries out each `Ready` in the order written on it: the quorum state is
+fsynced before any message of that Ready leaves; appends, truncations and flushes go, in order,
+to one disk thread (`storage_adapter.Disk`), so the loop keeps serving while fsync runs.
+
+- `listener` accepts connections and frames requests (`wire.codec`); requests of one connection
+  run concurrently, responses go back in request order; bad bytes close only that connection.
+- `node.NodeHost.dispatch` sends Vote, BeginQuorumEpoch, EndQuorumEpoch and replica Fetches
+  (replica id >= 0) to the core through `translate` (kio <-> core messages), the rest to
+  `client_api` (ApiVersions, Metadata, Produce, consumer Fetch, ListOffsets, DescribeQuorum).
+- `peers` holds one outbound connection per voter, at its `controller.quorum.voters` address.
+- `events` writes events.jsonl (docs/contracts.md); `metrics` serves the KIP-595 raft-manager
+  metrics in Prometheus text format on `metrics.port`.
+"""

@@ -1,0 +1,351 @@
+"""The node's configuration: a Java-style .properties file with Kafka's property names and defaults.
+
+Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
+key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
+follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
+`unsafe`, `read.mode`, `metrics.port` and `client.voters` are this project's own.
+
+Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
+node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
+where *this* node listens. `client.voters` (optional) says where clients should reach each voter; it
+is what Metadata advertises as brokers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+READ_MODES = ("linearizable", "leader")
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message names the key and the accepted values."""
+
+    def __init__(self, key: str, problem: str, accepted: str) -> None:
+        super().__init__(f"config {key!r}: {problem}; accepted: {accepted}")
+        self.key = key
+        self.problem = problem
+        self.accepted = accepted
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    endpoint: Endpoint
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeConfig:
+    node_id: int
+    voters: dict[int, Endpoint]
+    listeners: tuple[Listener, ...]
+    metadata_log_dir: Path
+    process_roles: tuple[str, ...] = ("controller",)
+    bootstrap_servers: tuple[Endpoint, ...] = ()
+    controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    append_linger_ms: int = 25
+    unsafe: frozenset[str] = frozenset()
+    read_mode: str = "linearizable"
+    metrics_port: int = 0
+    cluster_id: str | None = None
+    client_voters: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
+
+    @property
+    def listen(self) -> Endpoint:
+        """Where this node accepts connections (clients and voters alike)."""
+        return self.listeners[0].endpoint
+
+    def client_address(self, node_id: int) -> Endpoint | None:
+        """Where clients should reach `node_id`: client.voters, else our own listener, else
+        the address we use ourselves."""
+        if node_id in self.client_voters:
+            return self.client_voters[node_id]
+        if node_id == self.node_id:
+            return self.listen
+        return self.voters.get(node_id)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+
+# --- .properties syntax ---------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java `Properties.load` semantics: `#`/`!` comments, `=`, `:` or whitespace separators,
+    backslash continuation lines and escapes. A later duplicate key wins, as in Java."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        key, value = _split_pair(line)
+        out[_unescape(key)] = _unescape(value)
+    return out
+
+
+def _split_pair(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _unescape(s: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
+                out.append(chr(int(s[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# --- value parsers: each raises ValueError with what it accepts ------------------------------
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise ValueError(f"an integer in [{lo}, {hi}]") from None
+        if not lo <= n <= hi:
+            raise ValueError(f"an integer in [{lo}, {hi}]")
+        return n
+
+    return parse
+
+
+def _endpoint(v: str) -> Endpoint:
+    host, sep, port = v.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("HOST:PORT")
+    return Endpoint(host, int(port))
+
+
+def _voters(v: str) -> dict[int, Endpoint]:
+    accepted = "a comma list of ID@HOST:PORT, e.g. 1@127.0.0.1:9093,2@127.0.0.1:9094"
+    out: dict[int, Endpoint] = {}
+    for item in _items(v):
+        ident, at, addr = item.partition("@")
+        if not at or not ident.strip().isdigit():
+            raise ValueError(accepted)
+        try:
+            ep = _endpoint(addr)
+        except ValueError:
+            raise ValueError(accepted) from None
+        if int(ident) in out:
+            raise ValueError(accepted + " (each id once)")
+        out[int(ident)] = ep
+    return out
+
+
+def _endpoints(v: str) -> tuple[Endpoint, ...]:
+    try:
+        return tuple(_endpoint(x) for x in _items(v))
+    except ValueError:
+        raise ValueError("a comma list of HOST:PORT") from None
+
+
+def _listeners(v: str) -> tuple[Listener, ...]:
+    accepted = "a comma list of NAME://HOST:PORT, e.g. CONTROLLER://127.0.0.1:9093"
+    out = []
+    for item in _items(v):
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(.*)", item)
+        if not m:
+            raise ValueError(accepted)
+        host, _, port = m.group(2).rpartition(":")
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError(accepted)
+        # Kafka reads an empty host as "all interfaces"; loopback is the safer reading here.
+        out.append(Listener(m.group(1).upper(), Endpoint(host.strip("[]") or "0.0.0.0", int(port))))
+    if not out:
+        raise ValueError(accepted)
+    return tuple(out)
+
+
+def _names(v: str) -> tuple[str, ...]:
+    names = tuple(x.upper() for x in _items(v))
+    if not names:
+        raise ValueError("a comma list of listener names")
+    return names
+
+
+def _roles(v: str) -> tuple[str, ...]:
+    roles = tuple(_items(v))
+    if roles != ("controller",):
+        raise ValueError("controller (this node is a KRaft controller only)")
+    return roles
+
+
+def _one_of(choices: Iterable[str]) -> Callable[[str], str]:
+    options = tuple(choices)
+
+    def parse(v: str) -> str:
+        if v.strip() not in options:
+            raise ValueError(" | ".join(options))
+        return v.strip()
+
+    return parse
+
+
+def _cluster_id(v: str) -> str | None:
+    v = v.strip()
+    if not v:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v):
+        raise ValueError("a cluster id such as one from `kafka-storage random-uuid` (base64url)")
+    return v
+
+
+def _items(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()]
+
+
+def known_unsafe_switches() -> frozenset[str] | None:
+    """The core's unsafe switches, when the core publishes them (None: accept any name)."""
+    try:
+        from reference_node.raft.config import UNSAFE_SWITCHES
+    except ImportError:
+        return None
+    return frozenset(UNSAFE_SWITCHES)
+
+
+def _unsafe(v: str) -> frozenset[str]:
+    names = frozenset(_items(v))
+    known = known_unsafe_switches()
+    if known is not None and not names <= known:
+        raise ValueError("a comma list of: " + (", ".join(sorted(known)) or "(none)"))
+    return names
+
+
+# key -> (NodeConfig field, parser). Kafka names where Kafka has one.
+_ELECT_MS = _int_in(1, 3_600_000)
+KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "node.id": ("node_id", _int_in(0, 2**31 - 1)),
+    "process.roles": ("process_roles", _roles),
+    "controller.quorum.voters": ("voters", _voters),
+    "controller.quorum.bootstrap.servers": ("bootstrap_servers", _endpoints),
+    "listeners": ("listeners", _listeners),
+    "controller.listener.names": ("controller_listener_names", _names),
+    "metadata.log.dir": ("metadata_log_dir", lambda v: Path(v.strip())),
+    "controller.quorum.election.timeout.ms": ("election_timeout_ms", _ELECT_MS),
+    "controller.quorum.fetch.timeout.ms": ("fetch_timeout_ms", _ELECT_MS),
+    "controller.quorum.election.backoff.max.ms": ("election_backoff_max_ms", _ELECT_MS),
+    "controller.quorum.request.timeout.ms": ("request_timeout_ms", _ELECT_MS),
+    "controller.quorum.retry.backoff.ms": ("retry_backoff_ms", _int_in(0, 3_600_000)),
+    "controller.quorum.append.linger.ms": ("append_linger_ms", _int_in(0, 60_000)),
+    "unsafe": ("unsafe", _unsafe),
+    "read.mode": ("read_mode", _one_of(READ_MODES)),
+    "metrics.port": ("metrics_port", _int_in(0, 65535)),
+    "cluster.id": ("cluster_id", _cluster_id),
+    "client.voters": ("client_voters", _voters),
+}
+REQUIRED = ("node.id", "controller.quorum.voters", "listeners", "metadata.log.dir")
+
+
+def from_properties(props: dict[str, str]) -> NodeConfig:
+    fields: dict[str, Any] = {}
+    for key, value in props.items():
+        if key not in KEYS:
+            raise ConfigError(key, "unknown key", ", ".join(KEYS))
+        field, parse = KEYS[key]
+        try:
+            fields[field] = parse(value)
+        except ValueError as exc:
+            raise ConfigError(key, f"invalid value {value!r}", str(exc)) from None
+    for key in REQUIRED:
+        if key not in props:
+            raise ConfigError(key, "missing", _describe(key))
+    cfg = NodeConfig(**fields)
+    _check_consistency(cfg)
+    return cfg
+
+
+def _describe(key: str) -> str:
+    return {
+        "node.id": "a non-negative integer",
+        "controller.quorum.voters": "a comma list of ID@HOST:PORT",
+        "listeners": "a comma list of NAME://HOST:PORT",
+        "metadata.log.dir": "a directory path",
+    }.get(key, "see docs")
+
+
+def _check_consistency(cfg: NodeConfig) -> None:
+    names = {listener.name for listener in cfg.listeners}
+    if not names & set(cfg.controller_listener_names):
+        raise ConfigError(
+            "controller.listener.names",
+            f"none of {list(cfg.controller_listener_names)} is among listeners {sorted(names)}",
+            "names of entries in `listeners`",
+        )
+    if not cfg.voters:
+        raise ConfigError("controller.quorum.voters", "empty", "a comma list of ID@HOST:PORT")
+
+
+def load(path: str | Path) -> NodeConfig:
+    """Read and check a .properties file. Raises ConfigError, or OSError if it cannot be read."""
+    text = Path(path).read_text(encoding="latin-1")
+    return from_properties(parse_properties(text))
+
+
+def render(props: dict[str, str]) -> str:
+    """A .properties text for `props` (for tests and the harness), keys in the given order."""
+
+    def esc(s: str) -> str:
+        return s.replace("\\", "\\\\").replace("\n", "\\n")
+
+    return "".join(f"{esc(k)}={esc(v)}\n" for k, v in props.items())

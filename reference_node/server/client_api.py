@@ -1,0 +1,332 @@
+"""The Kafka client APIs of the node, for the one partition `__cluster_metadata-0`.
+
+ApiVersions (what `wire.apis.SUPPORTED_APIS` says), Metadata (the topic, its leader; brokers are
+the voters at their client addresses), Produce (acks=-1 only; answered once the high watermark
+passes the batch), Fetch from consumers (records below the high watermark; through the core's
+linearizable read unless `read.mode=leader`), ListOffsets and DescribeQuorum.
+
+Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
+version asked. Handlers raise nothing for anything a client sends: a request that cannot be
+served gets its error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from reference_node.config import Endpoint
+from reference_node.raft.api import AppendReply, QuorumDescription, ReadReply
+from reference_node.raft.messages import Entry, ErrorCode
+from reference_node.server.kiobuild import build
+from reference_node.server.translate import entries_to_records
+from reference_node.wire import apis
+from reference_node.wire.codec import Request
+from reference_node.wire.errors import ProtocolError
+from reference_node.wire.records import parse_batches
+
+TOPIC = apis.METADATA_TOPIC
+PARTITION = apis.METADATA_PARTITION
+EARLIEST, LATEST = -2, -1
+READ_TIMEOUT_S = 5.0
+_ATTRIBUTES = struct.Struct(">h")
+_COMPRESSION_MASK = 0x07
+_ENTRY_OVERHEAD = 16  # bytes a one-record entry costs in a batch beyond its value, roughly
+
+
+class NodeApi(Protocol):
+    """What the client handlers need from the running node."""
+
+    node_id: int
+    cluster_id: str
+
+    def leader_id(self) -> int | None: ...
+    def epoch(self) -> int: ...
+    def high_watermark(self) -> int: ...
+    def log_start_offset(self) -> int: ...
+    def log_end_offset(self) -> int: ...
+    def voter_ids(self) -> list[int]: ...
+    def client_address(self, node_id: int) -> Endpoint | None: ...
+    def describe_quorum(self) -> QuorumDescription: ...
+    def append(self, payloads: tuple[bytes, ...]) -> Awaitable[AppendReply]: ...
+    def read(self, from_offset: int) -> Awaitable[ReadReply]: ...
+    def hw_changed(self) -> asyncio.Future[None]: ...
+
+
+def _response(req: Request, data: dict[str, Any]) -> Any:
+    return build(apis.response_class(req.api_key, req.api_version), data)
+
+
+class ClientApi:
+    def __init__(self, node: NodeApi) -> None:
+        self.node = node
+        self.handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
+            apis.API_VERSIONS: self.api_versions,
+            apis.METADATA: self.metadata,
+            apis.PRODUCE: self.produce,
+            apis.FETCH: self.fetch,
+            apis.LIST_OFFSETS: self.list_offsets,
+            apis.DESCRIBE_QUORUM: self.describe_quorum,
+        }
+
+    # --- ApiVersions, Metadata ----------------------------------------------------------------
+
+    async def api_versions(self, req: Request) -> Any:
+        return apis.api_versions_response(req.api_version)
+
+    async def metadata(self, req: Request) -> Any:
+        node = self.node
+        leader = node.leader_id()
+        brokers = []
+        for vid in node.voter_ids():
+            ep = node.client_address(vid)
+            if ep is not None:
+                brokers.append({"node_id": vid, "host": ep.host, "port": ep.port, "rack": None})
+        voters = node.voter_ids()
+        ours: dict[str, Any] = {"error_code": ErrorCode.none if leader is not None
+                else ErrorCode.leader_not_available,
+                "name": TOPIC, "topic_id": None, "is_internal": True,
+                "partitions": [{"error_code": ErrorCode.none if leader is not None
+                                else ErrorCode.leader_not_available,
+                                "partition_index": PARTITION,
+                                "leader_id": -1 if leader is None else leader,
+                                "leader_epoch": node.epoch(), "replica_nodes": voters,
+                                "isr_nodes": voters, "offline_replicas": []}],
+                "topic_authorized_operations": -2147483648}
+        topics: list[dict[str, Any]] = [ours]
+        if req.body.topics is not None:
+            names = [t.name for t in req.body.topics]
+            topics = [ours if name == TOPIC else
+                      {"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
+                       "topic_id": None, "is_internal": False, "partitions": []}
+                      for name in names]
+        return _response(req, {"throttle_time": 0, "brokers": brokers,
+                               "cluster_id": node.cluster_id,
+                               "controller_id": -1 if leader is None else leader,
+                               "topics": topics, "cluster_authorized_operations": -2147483648})
+
+    # --- Produce ------------------------------------------------------------------------------
+
+    async def produce(self, req: Request) -> Any:
+        body = req.body
+        parts: list[tuple[str, Any]] = [
+            (t.name, p) for t in body.topic_data for p in t.partition_data
+        ]
+        results: dict[tuple[str, int], Awaitable[dict[str, Any]] | dict[str, Any]] = {}
+        for name, p in parts:
+            results[(name, int(p.index))] = self._produce_one(
+                int(body.acks), name, p, max(body.timeout.total_seconds(), 0.1))
+        answered: dict[str, list[dict[str, Any]]] = {}
+        for (name, index), res in results.items():
+            part = await res if not isinstance(res, dict) else res
+            answered.setdefault(name, []).append({"index": index, **part})
+        if int(body.acks) == 0:
+            return None
+        return _response(req, {
+            "responses": [{"name": n, "partition_responses": ps} for n, ps in answered.items()],
+            "throttle_time": 0})
+
+    def _produce_one(self, acks: int, name: str, p: Any, timeout: float
+                     ) -> Awaitable[dict[str, Any]] | dict[str, Any]:
+        """Steps the core now (so that requests append in arrival order) and returns the wait."""
+        if name != TOPIC or int(p.index) != PARTITION:
+            return _produce_error(ErrorCode.unknown_topic_or_partition)
+        if acks != -1:
+            return _produce_error(ErrorCode.invalid_required_acks,
+                                  "this node only accepts acks=-1 (all)")
+        try:
+            payloads = _payloads(p.records)
+        except ProtocolError as exc:
+            return _produce_error(ErrorCode.corrupt_message, str(exc))
+        except _Compressed:
+            return _produce_error(ErrorCode.unsupported_compression_type,
+                                  "compressed batches are not supported")
+        if not payloads:
+            return _produce_error(ErrorCode.invalid_record, "no records")
+        waiting = self.node.append(payloads)
+
+        async def done() -> dict[str, Any]:
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(waiting), timeout)
+            except TimeoutError:
+                return _produce_error(ErrorCode.request_timed_out, "not committed in time")
+            if reply.indeterminate:
+                # Appended but not known to commit: Kafka's "may have been written" code, never
+                # one a client may read as a certain failure.
+                return _produce_error(ErrorCode.request_timed_out, "leadership lost before commit")
+            if reply.error != ErrorCode.none:
+                return _produce_error(reply.error, None)
+            return {"error_code": ErrorCode.none, "base_offset": reply.offsets[0],
+                    "log_append_time": None, "log_start_offset": self.node.log_start_offset(),
+                    "record_errors": [], "error_message": None}
+
+        return done()
+
+    # --- Fetch (consumers) --------------------------------------------------------------------
+
+    async def fetch(self, req: Request) -> Any:
+        body = req.body
+        max_wait = body.max_wait.total_seconds()
+        wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
+        out: dict[str, list[dict[str, Any]]] = {}
+        ours = [(n, p) for n, p in wanted if n == TOPIC and int(p.partition) == PARTITION]
+        for name, p in wanted:
+            if (name, p) not in ours:
+                out.setdefault(name, []).append(_fetch_error(int(p.partition),
+                                                             ErrorCode.unknown_topic_or_partition))
+        if ours:
+            p = ours[0][1]
+            out.setdefault(TOPIC, []).insert(0, await self._fetch_ours(p, max_wait))
+        return _response(req, {"throttle_time": 0, "error_code": ErrorCode.none,
+                               "session_id": 0,
+                               "responses": [{"topic": n, "partitions": ps}
+                                             for n, ps in out.items()]})
+
+    async def _fetch_ours(self, p: Any, max_wait: float) -> dict[str, Any]:
+        offset = int(p.fetch_offset)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait
+        while True:
+            changed = self.node.hw_changed()
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(self.node.read(offset)),
+                                               READ_TIMEOUT_S)
+            except TimeoutError:
+                return _fetch_error(PARTITION, ErrorCode.request_timed_out)
+            if reply.error != ErrorCode.none:
+                return _fetch_error(PARTITION, reply.error, reply.leader_id, reply.leader_epoch)
+            if offset > reply.high_watermark and offset > self.node.log_end_offset():
+                return _fetch_error(PARTITION, ErrorCode.offset_out_of_range,
+                                    reply.leader_id, reply.leader_epoch, reply.high_watermark)
+            if offset < self.node.log_start_offset():
+                return _fetch_error(PARTITION, ErrorCode.offset_out_of_range,
+                                    reply.leader_id, reply.leader_epoch, reply.high_watermark)
+            remaining = deadline - loop.time()
+            if reply.records or remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(changed), remaining)
+        records = _limit(reply.records, int(p.partition_max_bytes))
+        return {"partition_index": PARTITION, "error_code": ErrorCode.none,
+                "high_watermark": reply.high_watermark,
+                "last_stable_offset": reply.high_watermark,
+                "log_start_offset": self.node.log_start_offset(),
+                "aborted_transactions": None, "preferred_read_replica": -1,
+                "current_leader": {"leader_id": _or_minus(reply.leader_id),
+                                   "leader_epoch": reply.leader_epoch},
+                "records": entries_to_records(records) if records else b""}
+
+    # --- ListOffsets, DescribeQuorum ----------------------------------------------------------
+
+    async def list_offsets(self, req: Request) -> Any:
+        node = self.node
+        topics = []
+        for t in req.body.topics:
+            parts: list[dict[str, Any]] = []
+            for p in t.partitions:
+                index = int(p.partition_index)
+                if t.name != TOPIC or index != PARTITION:
+                    parts.append({"partition_index": index,
+                                  "error_code": ErrorCode.unknown_topic_or_partition})
+                elif node.leader_id() != node.node_id:
+                    parts.append({"partition_index": index,
+                                  "error_code": ErrorCode.not_leader_or_follower})
+                else:
+                    ts = int(p.timestamp)
+                    offset = node.log_start_offset() if ts == EARLIEST else node.high_watermark()
+                    parts.append({"partition_index": index, "error_code": ErrorCode.none,
+                                  "timestamp": -1, "offset": offset, "old_style_offsets": [offset],
+                                  "leader_epoch": node.epoch()})
+            topics.append({"name": t.name, "partitions": parts})
+        return _response(req, {"throttle_time": 0, "topics": topics})
+
+    async def describe_quorum(self, req: Request) -> Any:
+        node = self.node
+        named = [(t.topic_name, int(p.partition_index)) for t in req.body.topics
+                 for p in t.partitions]
+        if named != [(TOPIC, PARTITION)]:
+            return _response(req, {"error_code": ErrorCode.invalid_request,
+                                   "error_message": f"only {TOPIC}-{PARTITION} exists",
+                                   "topics": [], "nodes": []})
+        d = node.describe_quorum()
+        is_leader = d.leader_id == node.node_id
+
+        def rows(reps: Any) -> list[dict[str, Any]]:
+            return [{"replica_id": r.replica_id, "replica_directory_id": None,
+                     "log_end_offset": r.log_end_offset,
+                     "last_fetch_timestamp": r.last_fetch_timestamp,
+                     "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in reps]
+
+        part = {"partition_index": PARTITION,
+                "error_code": ErrorCode.none if is_leader else ErrorCode.not_leader_or_follower,
+                "error_message": None, "leader_id": d.leader_id, "leader_epoch": d.leader_epoch,
+                "high_watermark": d.high_watermark, "current_voters": rows(d.voters),
+                "observers": rows(d.observers)}
+        nodes = []
+        for vid in node.voter_ids():
+            ep = node.client_address(vid)
+            if ep is not None:
+                nodes.append({"node_id": vid, "listeners": [
+                    {"name": "CONTROLLER", "host": ep.host, "port": ep.port}]})
+        return _response(req, {"error_code": ErrorCode.none, "error_message": None,
+                               "topics": [{"topic_name": TOPIC, "partitions": [part]}],
+                               "nodes": nodes})
+
+
+class _Compressed(Exception):
+    pass
+
+
+def _payloads(records: bytes | None) -> tuple[bytes, ...]:
+    if not records:
+        return ()
+    data = bytes(records)
+    pos = 0
+    while pos + 23 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + 21)
+        if attributes & _COMPRESSION_MASK:
+            raise _Compressed
+        if length < 0:
+            break
+        pos += 12 + length
+    batches = parse_batches(data)
+    consumed = sum(1 for _ in batches)
+    if consumed == 0 or pos != len(data):
+        raise ProtocolError("records are not whole v2 record batches")
+    out: list[bytes] = []
+    for batch in batches:
+        if batch.is_control:
+            raise ProtocolError("clients may not produce control batches")
+        out.extend(value if value is not None else b"" for _, _, value in batch.records)
+    return tuple(out)
+
+
+def _limit(records: tuple[Entry, ...], max_bytes: int) -> tuple[Entry, ...]:
+    total = 0
+    for i, entry in enumerate(records):
+        total += len(entry.payload) + _ENTRY_OVERHEAD
+        if total > max_bytes and i > 0:
+            return records[:i]
+    return records
+
+
+def _or_minus(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def _produce_error(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "base_offset": -1, "log_append_time": None,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
+
+
+def _fetch_error(index: int, code: ErrorCode, leader: int | None = None, epoch: int = -1,
+                 hw: int = -1) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "high_watermark": hw,
+            "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "current_leader": {"leader_id": _or_minus(leader), "leader_epoch": epoch},
+            "records": b""}

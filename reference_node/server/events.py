@@ -1,0 +1,59 @@
+"""`events.jsonl`: what the node tells the harness, one JSON object per line (docs/contracts.md).
+
+Lines are flushed as written (not fsynced): the file is evidence for a reader after the fact, and a
+line lost in a crash costs nothing that the log and quorum-state files do not keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+EVENTS_FILE = "events.jsonl"
+
+
+class EventsWriter:
+    def __init__(self, directory: Path, node_id: int) -> None:
+        self.path = Path(directory) / EVENTS_FILE
+        self.node_id = node_id
+        self._file: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._last_state: tuple[Any, ...] | None = None
+        self._last_hw: int | None = None
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        if self._file is None:
+            return
+        record = {"type": type_, "ts": time.time() * 1000.0, "node": self.node_id, **fields}
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def start(self) -> None:
+        self.emit("start", pid=os.getpid())
+
+    def stop(self) -> None:
+        self.emit("stop", pid=os.getpid())
+
+    def state(self, state: str, epoch: int, leader: int | None, voted_for: int | None) -> None:
+        """Written only when something in it changed, so a reader sees transitions, not polls."""
+        key = (state, epoch, leader, voted_for)
+        if key == self._last_state:
+            return
+        self._last_state = key
+        self.emit("state", state=state, epoch=epoch, leader=leader, voted_for=voted_for)
+
+    def high_watermark(self, epoch: int, hw: int) -> None:
+        if hw == self._last_hw:
+            return
+        self._last_hw = hw
+        self.emit("high-watermark", epoch=epoch, hw=hw)
+
+    def truncate(self, epoch: int, offset: int, reason: str) -> None:
+        self.emit("truncate", epoch=epoch, offset=offset, reason=reason)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,519 @@
+"""`NodeHost`: the asyncio host around one `RaftCore`, and `run_node` for the CLI.
+
+Every input reaches the core through `step` on the event loop thread; one pump task drains the
+core's output. The pump takes a `Ready`, calls `advance` at once (so no input is ever stepped
+between `ready()` and `advance()`), then carries it out in the order `Ready` prescribes: the
+quorum state is written and fsynced (awaited: nothing of this Ready is sent before it is
+durable), truncation and appends are queued to the disk thread, a flush is started, and only then
+messages go out, clients are answered and events written. Readies are carried out one after the
+other, so the messages of a later Ready never overtake the durable state of an earlier one.
+
+Flushes run on the disk thread, in queue order behind the appends they cover; the loop keeps
+serving meanwhile. At most one flush is in flight: requests arriving during it are merged into one
+more flush (group commit). Its end offset is stepped into the core as `LogFlushed`, which is what
+lets the leader count its own log toward the high watermark and answer producers.
+
+The core answers a peer's request with a `Send` of the response to that peer; the host matches it
+to the oldest pending request of that kind from that peer and answers it on its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import itertools
+import logging
+import random
+import signal
+import time
+from typing import Any
+
+from reference_node.config import Endpoint, NodeConfig
+from reference_node.raft import messages as m
+from reference_node.raft.api import (
+    AppendReply,
+    ClientAppend,
+    ClientRead,
+    ClientReply,
+    Input,
+    LogFlushed,
+    QuorumDescription,
+    ReadReply,
+    Ready,
+    Receive,
+    ReplicaDescription,
+    Send,
+    Shutdown,
+    Tick,
+)
+from reference_node.raft.config import RaftConfig
+from reference_node.server import translate
+from reference_node.server.client_api import ClientApi
+from reference_node.server.events import EventsWriter
+from reference_node.server.listener import Listener
+from reference_node.server.metrics import Metrics, serve_metrics
+from reference_node.server.peers import Peers
+from reference_node.server.storage_adapter import Disk
+from reference_node.storage.errors import StorageError
+from reference_node.wire import apis
+from reference_node.wire.codec import Request
+from reference_node.wire.errors import WireError
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.01
+_RESPONSE_OF: dict[type, type] = {
+    m.VoteRequest: m.VoteResponse,
+    m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
+    m.EndQuorumEpochRequest: m.EndQuorumEpochResponse,
+    m.FetchRequest: m.FetchResponse,
+}
+_RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def raft_config(cfg: NodeConfig) -> RaftConfig:
+    return RaftConfig(
+        election_timeout_ms=cfg.election_timeout_ms,
+        fetch_timeout_ms=cfg.fetch_timeout_ms,
+        election_backoff_max_ms=cfg.election_backoff_max_ms,
+        request_timeout_ms=cfg.request_timeout_ms,
+        retry_backoff_ms=cfg.retry_backoff_ms,
+        append_linger_ms=cfg.append_linger_ms,
+        unsafe=cfg.unsafe,
+    )
+
+
+class FatalError(Exception):
+    """The node cannot go on (its disk failed): it stops rather than serve a wrong log."""
+
+
+class NodeHost:
+    def __init__(self, cfg: NodeConfig) -> None:
+        from reference_node.raft.core import RaftCore
+
+        self.cfg = cfg
+        self.node_id = cfg.node_id
+        self.disk = Disk(cfg)
+        self.cluster_id = self.disk.cluster_id
+        for line in self.disk.recovery.describe() if self.disk.recovery else ():
+            log.warning("log recovery: %s", line)
+        state, entries = self.disk.initial_state()
+        self.events = EventsWriter(cfg.metadata_log_dir, cfg.node_id)
+        self.core = RaftCore(
+            cfg.node_id, sorted(cfg.voters), self.cluster_id, raft_config(cfg),
+            random.Random(), _now_ms(), quorum_state=state, log=entries,
+            log_start_offset=self.disk.log_start_offset,
+        )
+        self.metrics = Metrics(cfg.node_id, self._gauges)
+        self.peers = Peers(cfg.node_id, {i: e for i, e in cfg.voters.items() if i != cfg.node_id},
+                           cfg.request_timeout_ms, cfg.retry_backoff_ms)
+        self.client_api = ClientApi(self)
+        self.listener = Listener(self.dispatch)
+        self.learned: dict[int, Endpoint] = {}
+        self._wake = asyncio.Event()
+        self._ids = itertools.count(1)
+        self._clients: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        self._inbound: dict[tuple[int, type], collections.deque[asyncio.Future[Any]]] = {}
+        self._hw_waiters: asyncio.Future[None] | None = None
+        self._flush_running = False
+        self._flush_wanted = False
+        self._election_started: float | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self.fatal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self.port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.events.start()
+        self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port)
+        self._spawn(self._pump())
+        self._spawn(self._ticker())
+        self._metrics_server = None
+        if self.cfg.metrics_port:
+            self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
+                                                       self.cfg.metrics_port)
+        log.info("node %d listening on %s:%d (cluster %s, voters %s)", self.node_id,
+                 self.cfg.listen.host, self.port, self.cluster_id,
+                 {i: str(e) for i, e in self.cfg.voters.items()})
+        self._wake.set()
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Resign (EndQuorumEpoch) when graceful, then close everything; data stays durable."""
+        if graceful:
+            self.step(Shutdown())
+            deadline = time.monotonic() + self.cfg.request_timeout_ms / 1000.0
+            while not self.core.shutdown_complete and time.monotonic() < deadline:
+                await asyncio.sleep(TICK_S)
+            # let the EndQuorumEpoch requests reach the wire
+            await asyncio.sleep(0.05)
+        await self.listener.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        await self.peers.close()
+        with contextlib.suppress(Exception):
+            await self.disk.flush()
+        self.events.stop()
+        self.events.close()
+        self.disk.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("internal task failed: %r", exc, exc_info=exc)
+            self._die(exc)
+
+    def _die(self, exc: BaseException) -> None:
+        if not self.fatal.done():
+            self.fatal.set_result(exc)
+
+    # --- driving the core ---------------------------------------------------------------------
+
+    def step(self, inp: Input) -> None:
+        self.core.step(inp)
+        self._wake.set()
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            self.step(Tick(_now_ms()))
+
+    async def _pump(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.core.has_ready():
+                ready = self.core.ready()
+                self.core.advance(ready)
+                await self._carry_out(ready)
+
+    async def _carry_out(self, ready: Ready) -> None:
+        if ready.quorum_state is not None:
+            await self.disk.write_quorum_state(ready.quorum_state, tuple(sorted(self.cfg.voters)))
+        if ready.truncate_to is not None:
+            self._watch(self.disk.truncate_to(ready.truncate_to))
+        if ready.entries:
+            self._watch(self.disk.append(list(ready.entries)))
+            window = self.metrics.append_records if self.core.is_leader else \
+                self.metrics.fetch_records
+            window.record(float(sum(1 for e in ready.entries if not e.is_control)))
+        if ready.flush:
+            self._request_flush()
+        for send in ready.messages:
+            self._send(send)
+        for reply in ready.replies:
+            self._answer(reply)
+        for event in ready.events:
+            self._event(dict(event))
+
+    def _watch(self, fut: asyncio.Future[Any]) -> None:
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("disk write failed: %r", f.exception())
+                self._die(FatalError(f"disk write failed: {f.exception()}"))
+
+        fut.add_done_callback(done)
+
+    def _request_flush(self) -> None:
+        if self._flush_running:
+            self._flush_wanted = True
+            return
+        self._flush_running = True
+        self.disk.flush().add_done_callback(self._flushed)
+
+    def _flushed(self, fut: asyncio.Future[int]) -> None:
+        self._flush_running = False
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("flush failed: %r", exc)
+            self._die(FatalError(f"flush failed: {exc}"))
+            return
+        self.step(LogFlushed(min(fut.result(), self.core.log_end_offset)))
+        if self._flush_wanted:
+            self._flush_wanted = False
+            self._request_flush()
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event.pop("type")
+        if kind == "state":
+            self._measure_election(event.get("state"))
+        if kind == "high-watermark" and self._hw_waiters is not None:
+            if not self._hw_waiters.done():
+                self._hw_waiters.set_result(None)
+            self._hw_waiters = None
+        self.events.emit(kind, **event)
+        if kind in ("state", "truncate"):
+            log.info("%s %s", kind, event)
+
+    def _measure_election(self, state: Any) -> None:
+        if state in ("prospective", "candidate"):
+            if self._election_started is None:
+                self._election_started = time.monotonic()
+        elif state in ("leader", "follower") and self._election_started is not None:
+            self.metrics.election_latency_ms.record(
+                (time.monotonic() - self._election_started) * 1000.0)
+            self._election_started = None
+        elif state not in ("prospective", "candidate"):
+            pass
+
+    # --- Raft messages ------------------------------------------------------------------------
+
+    def _send(self, send: Send) -> None:
+        msg = send.message
+        if isinstance(msg, (m.VoteResponse, m.BeginQuorumEpochResponse,
+                            m.EndQuorumEpochResponse, m.FetchResponse)):
+            queue = self._inbound.get((send.dst, type(msg)))
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(msg)
+                    return
+            log.debug("no pending request from %d for %s", send.dst, type(msg).__name__)
+            return
+        self._spawn(self._rpc(send.dst, msg))
+
+    async def _rpc(self, dst: int, msg: m.Request) -> None:
+        api_key = translate.RAFT_REQUEST_KEYS[type(msg)]
+        try:
+            answer = await self.peers.request(dst, translate.request_to_kio(msg, self.cfg.listen))
+        except WireError as exc:
+            log.debug("%s to %d failed: %s", type(msg).__name__, dst, exc)
+            return
+        try:
+            response = translate.response_from_kio(api_key, answer)
+        except Exception as exc:  # a peer's answer we cannot read is the peer's fault
+            log.warning("unreadable %s from %d: %s", type(answer).__name__, dst, exc)
+            return
+        if isinstance(response, m.VoteResponse) and isinstance(msg, m.VoteRequest):
+            # Kafka's VoteResponse has no PreVote field: the round is known by the request.
+            response = dataclasses.replace(response, pre_vote=msg.pre_vote)
+        self._learn(dst, answer)
+        self.step(Receive(dst, response))
+
+    def _learn(self, src: int, body: Any) -> None:
+        learned = translate.learned_endpoints(body)
+        leader_ep = translate.leader_endpoint(body)
+        if leader_ep is not None:
+            learned[src] = leader_ep
+        for node_id, ep in learned.items():
+            if node_id != self.node_id and node_id in self.cfg.voters:
+                self.learned[node_id] = ep
+
+    async def _raft_request(self, req: Request) -> Any:
+        try:
+            msg = translate.request_from_kio(req.api_key, req.body)
+        except translate.NotOurPartition as exc:
+            log.info("refusing %s: %s", apis.API_NAMES.get(req.api_key), exc)
+            return None
+        src = _sender(msg)
+        self._learn(src, req.body)
+        if msg.cluster_id is not None and msg.cluster_id != self.cluster_id:
+            return self._raft_error(req, msg, m.ErrorCode.inconsistent_cluster_id)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        queue = self._inbound.setdefault((src, _RESPONSE_OF[type(msg)]), collections.deque())
+        queue.append(fut)
+        self.step(Receive(src, msg))
+        wait = self.cfg.request_timeout_ms / 1000.0
+        if isinstance(msg, m.FetchRequest):
+            wait += msg.max_wait_ms / 1000.0
+        try:
+            response = await asyncio.wait_for(fut, wait)
+        except TimeoutError:
+            log.debug("no answer to %s from %d", type(msg).__name__, src)
+            with contextlib.suppress(ValueError):
+                queue.remove(fut)
+            return None
+        return translate.response_to_kio(req.api_key, req.api_version, response, self.node_id,
+                                          self.cfg.client_address(self.node_id) or self.cfg.listen)
+
+    def _raft_error(self, req: Request, msg: m.Request, code: m.ErrorCode) -> Any:
+        leader = self.core.responder_leader()
+        epoch = self.core.epoch
+        response: m.Response
+        if isinstance(msg, m.VoteRequest):
+            response = m.VoteResponse(code, leader, epoch, False, msg.pre_vote)
+        elif isinstance(msg, m.BeginQuorumEpochRequest):
+            response = m.BeginQuorumEpochResponse(code, leader, epoch)
+        elif isinstance(msg, m.EndQuorumEpochRequest):
+            response = m.EndQuorumEpochResponse(code, leader, epoch)
+        else:
+            response = m.FetchResponse(code, leader, epoch)
+        return translate.response_to_kio(req.api_key, req.api_version, response, self.node_id,
+                                         self.cfg.listen)
+
+    # --- requests from the wire ---------------------------------------------------------------
+
+    async def dispatch(self, req: Request) -> Any:
+        if req.api_key in _RAFT_APIS or (
+            req.api_key == apis.FETCH and int(getattr(req.body, "replica_id", -1)) >= 0
+        ):
+            return await self._raft_request(req)
+        handler = self.client_api.handlers.get(req.api_key)
+        if handler is None:
+            return None
+        return await handler(req)
+
+    # --- what the client API needs (client_api.NodeApi) ---------------------------------------
+
+    def leader_id(self) -> int | None:
+        return self.core.leader_id
+
+    def epoch(self) -> int:
+        return int(self.core.epoch)
+
+    def high_watermark(self) -> int:
+        return int(self.core.high_watermark)
+
+    def log_start_offset(self) -> int:
+        return int(self.core.log.start_offset)
+
+    def log_end_offset(self) -> int:
+        return int(self.core.log_end_offset)
+
+    def voter_ids(self) -> list[int]:
+        return sorted(self.cfg.voters)
+
+    def client_address(self, node_id: int) -> Endpoint | None:
+        if node_id in self.cfg.client_voters or node_id == self.node_id:
+            return self.cfg.client_address(node_id)
+        return self.learned.get(node_id) or self.cfg.client_address(node_id)
+
+    def describe_quorum(self) -> QuorumDescription:
+        """The core's description, its monotonic timestamps turned into Unix milliseconds
+        (what DescribeQuorum carries)."""
+        d = self.core.describe_quorum()
+        shift = int(time.time() * 1000) - _now_ms()
+
+        def wall(r: ReplicaDescription) -> ReplicaDescription:
+            return dataclasses.replace(
+                r,
+                last_fetch_timestamp=r.last_fetch_timestamp + shift
+                if r.last_fetch_timestamp >= 0 else -1,
+                last_caught_up_timestamp=r.last_caught_up_timestamp + shift
+                if r.last_caught_up_timestamp >= 0 else -1)
+
+        return dataclasses.replace(d, voters=tuple(wall(r) for r in d.voters),
+                                   observers=tuple(wall(r) for r in d.observers))
+
+    def append(self, payloads: tuple[bytes, ...]) -> asyncio.Future[AppendReply]:
+        request_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._clients[request_id] = (fut, time.monotonic())
+        self.step(ClientAppend(request_id, payloads))
+        return fut
+
+    def read(self, from_offset: int) -> asyncio.Future[ReadReply]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.cfg.read_mode == "leader":
+            fut.set_result(self._local_read(from_offset))
+            return fut
+        request_id = next(self._ids)
+        self._clients[request_id] = (fut, time.monotonic())
+        self.step(ClientRead(request_id, from_offset))
+        return fut
+
+    def _local_read(self, from_offset: int) -> ReadReply:
+        """read.mode=leader: the leader's committed log, without confirming leadership."""
+        core = self.core
+        if not core.is_leader:
+            return ReadReply(0, m.ErrorCode.not_leader_or_follower, leader_id=core.leader_id,
+                             leader_epoch=core.epoch)
+        hw = core.high_watermark
+        return ReadReply(0, m.ErrorCode.none, hw, core.log.read(from_offset, hw),
+                         core.leader_id, core.epoch)
+
+    def hw_changed(self) -> asyncio.Future[None]:
+        if self._hw_waiters is None or self._hw_waiters.done():
+            self._hw_waiters = asyncio.get_running_loop().create_future()
+        return self._hw_waiters
+
+    def _answer(self, reply: ClientReply) -> None:
+        entry = self._clients.pop(reply.request_id, None)
+        if entry is None:
+            return
+        fut, started = entry
+        if isinstance(reply, AppendReply) and reply.error == m.ErrorCode.none:
+            self.metrics.commit_latency_ms.record((time.monotonic() - started) * 1000.0)
+        if not fut.done():
+            fut.set_result(reply)
+
+    def _gauges(self) -> dict[str, float | str]:
+        core = self.core
+        return {
+            "current-leader": -1 if core.leader_id is None else core.leader_id,
+            "current-epoch": core.epoch,
+            "current-vote": -1 if core.voted_id is None else core.voted_id,
+            "current-state": core.state_name,
+            "high-watermark": core.high_watermark,
+            "log-end-offset": core.log_end_offset,
+            "log-end-epoch": core.last_epoch,
+        }
+
+
+def _sender(msg: m.Request) -> int:
+    if isinstance(msg, m.VoteRequest):
+        return msg.candidate_id
+    if isinstance(msg, m.FetchRequest):
+        return msg.replica_id
+    return msg.leader_id
+
+
+# --- the process ----------------------------------------------------------------------------
+
+
+async def serve(cfg: NodeConfig, stop: asyncio.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or `stop`), then resign and exit: the process exit code."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        host = NodeHost(cfg)
+    except StorageError as exc:
+        log.error("cannot open %s: %s", cfg.metadata_log_dir, exc)
+        return 1
+    try:
+        await host.start()
+    except OSError as exc:
+        log.error("cannot listen on %s: %s", cfg.listen, exc)
+        host.disk.close()
+        return 1
+    stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    fatal: asyncio.Future[Any] = host.fatal
+    await asyncio.wait([stopper, fatal], return_when=asyncio.FIRST_COMPLETED)
+    if host.fatal.done():
+        log.error("stopping: %s", host.fatal.result())
+        stopper.cancel()
+        await host.stop(graceful=False)
+        return 1
+    log.info("stopping on request: resigning")
+    await host.stop(graceful=True)
+    log.info("stopped")
+    return 0
+
+
+def run_node(cfg: NodeConfig) -> int:
+    return asyncio.run(serve(cfg))

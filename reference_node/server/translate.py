@@ -1,0 +1,285 @@
+"""The core's Raft messages to and from kio's wire types, and core entries to and from records.
+
+The core's messages carry only the partition-level data of one partition; the wire nests it in
+topics and partitions and spreads it over versions. Inbound, a request that does not name exactly
+`__cluster_metadata-0` is refused before the core sees it (`NotOurPartition`). Outbound, the node
+always uses the highest version of each RPC in SUPPORTED_APIS: its peers are reference nodes.
+
+KIP-853 endpoints ride along: every Raft response we send lists our client address in
+`node_endpoints`, and BeginQuorumEpoch lists it in `leader_endpoints`, so that each node learns
+where clients should reach the others (what Metadata advertises) without extra configuration.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
+from kio.schema.types import BrokerId
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16
+
+from reference_node.config import Endpoint
+from reference_node.raft import messages as m
+from reference_node.server.kiobuild import build, has_field
+from reference_node.storage.batch import ControlType, StoredRecord, encode_batch
+from reference_node.wire import apis
+
+TOPIC = apis.METADATA_TOPIC
+PARTITION = apis.METADATA_PARTITION
+LISTENER_NAME = "CONTROLLER"
+
+RAFT_REQUEST_KEYS = {
+    m.VoteRequest: apis.VOTE,
+    m.BeginQuorumEpochRequest: apis.BEGIN_QUORUM_EPOCH,
+    m.EndQuorumEpochRequest: apis.END_QUORUM_EPOCH,
+    m.FetchRequest: apis.FETCH,
+}
+
+
+class NotOurPartition(ValueError):
+    """The request does not name exactly one partition, `__cluster_metadata-0`."""
+
+
+def _version(api_key: int) -> int:
+    return apis.SUPPORTED_APIS[api_key].max
+
+
+def _only_partition(topics: Sequence[Any], name_field: str) -> Any:
+    if len(topics) != 1 or getattr(topics[0], name_field) != TOPIC:
+        raise NotOurPartition(f"expected topic {TOPIC}")
+    parts = topics[0].partitions
+    index_field = "partition_index" if has_field(parts[0] if parts else object, "partition_index") \
+        else "partition"
+    if len(parts) != 1 or getattr(parts[0], index_field) != PARTITION:
+        raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
+    return parts[0]
+
+
+# --- outbound requests ----------------------------------------------------------------------
+
+
+def request_to_kio(msg: m.Request, me: Endpoint) -> Any:
+    api_key = RAFT_REQUEST_KEYS[type(msg)]
+    cls = apis.request_class(api_key, _version(api_key))
+    part: dict[str, Any]
+    if isinstance(msg, m.VoteRequest):
+        part = {"partition_index": PARTITION, "replica_epoch": msg.candidate_epoch,
+                "replica_id": msg.candidate_id, "replica_directory_id": None,
+                "voter_directory_id": None, "last_offset_epoch": msg.last_offset_epoch,
+                "last_offset": msg.last_offset, "pre_vote": msg.pre_vote}
+        return build(cls, {"cluster_id": msg.cluster_id, "voter_id": msg.voter_id,
+                           "topics": [{"topic_name": TOPIC, "partitions": [part]}]})
+    if isinstance(msg, m.BeginQuorumEpochRequest):
+        part = {"partition_index": PARTITION, "voter_directory_id": None,
+                "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch}
+        return build(cls, {"cluster_id": msg.cluster_id, "voter_id": msg.voter_id,
+                           "topics": [{"topic_name": TOPIC, "partitions": [part]}],
+                           "leader_endpoints": [_endpoint_dict(me)]})
+    if isinstance(msg, m.EndQuorumEpochRequest):
+        part = {"partition_index": PARTITION, "leader_id": msg.leader_id,
+                "leader_epoch": msg.leader_epoch,
+                "preferred_successors": list(msg.preferred_successors),
+                "preferred_candidates": [{"candidate_id": c, "candidate_directory_id": None}
+                                         for c in msg.preferred_successors]}
+        return build(cls, {"cluster_id": msg.cluster_id,
+                           "topics": [{"topic_name": TOPIC, "partitions": [part]}],
+                           "leader_endpoints": [_endpoint_dict(me)]})
+    part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
+            "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+    return build(cls, {"cluster_id": msg.cluster_id, "replica_id": msg.replica_id,
+                       "max_wait": msg.max_wait_ms, "min_bytes": 0, "max_bytes": 8 << 20,
+                       "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                       "topics": [{"topic": TOPIC, "partitions": [part]}],
+                       "forgotten_topics_data": [], "rack_id": ""})
+
+
+def _endpoint_dict(ep: Endpoint) -> dict[str, Any]:
+    return {"name": LISTENER_NAME, "host": ep.host, "port": ep.port}
+
+
+# --- inbound requests -----------------------------------------------------------------------
+
+
+def request_from_kio(api_key: int, body: Any) -> m.Request:
+    """The core's request for a decoded Raft request; NotOurPartition if it names another."""
+    if api_key == apis.VOTE:
+        p = _only_partition(body.topics, "topic_name")
+        return m.VoteRequest(
+            cluster_id=body.cluster_id, candidate_epoch=int(p.replica_epoch),
+            candidate_id=int(p.replica_id), last_offset_epoch=int(p.last_offset_epoch),
+            last_offset=int(p.last_offset), pre_vote=bool(getattr(p, "pre_vote", False)),
+            voter_id=int(getattr(body, "voter_id", -1)))
+    if api_key == apis.BEGIN_QUORUM_EPOCH:
+        p = _only_partition(body.topics, "topic_name")
+        return m.BeginQuorumEpochRequest(
+            cluster_id=body.cluster_id, leader_id=int(p.leader_id),
+            leader_epoch=int(p.leader_epoch), voter_id=int(getattr(body, "voter_id", -1)))
+    if api_key == apis.END_QUORUM_EPOCH:
+        p = _only_partition(body.topics, "topic_name")
+        if has_field(p, "preferred_candidates"):
+            successors = tuple(int(c.candidate_id) for c in p.preferred_candidates)
+        else:
+            successors = tuple(int(c) for c in p.preferred_successors)
+        return m.EndQuorumEpochRequest(
+            cluster_id=body.cluster_id, leader_id=int(p.leader_id),
+            leader_epoch=int(p.leader_epoch), preferred_successors=successors)
+    if api_key == apis.FETCH:
+        p = _only_partition(body.topics, "topic")
+        return m.FetchRequest(
+            cluster_id=getattr(body, "cluster_id", None), replica_id=int(body.replica_id),
+            current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+            fetch_offset=int(p.fetch_offset),
+            last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
+            max_wait_ms=int(body.max_wait.total_seconds() * 1000))
+    raise NotOurPartition(f"api {api_key} is not a Raft RPC")
+
+
+def learned_endpoints(body: Any) -> dict[int, Endpoint]:
+    """Client addresses a Raft message announces (KIP-853 fields), by node id."""
+    out: dict[int, Endpoint] = {}
+    for ep in getattr(body, "node_endpoints", ()) or ():
+        out[int(ep.node_id)] = Endpoint(ep.host, int(ep.port))
+    return out
+
+
+def leader_endpoint(body: Any) -> Endpoint | None:
+    for ep in getattr(body, "leader_endpoints", ()) or ():
+        return Endpoint(ep.host, int(ep.port))
+    return None
+
+
+# --- responses ------------------------------------------------------------------------------
+
+
+def response_to_kio(api_key: int, version: int, msg: m.Response, me_id: int,
+                    me: Endpoint) -> Any:
+    """The kio response of `version` for the core's answer to a Raft request."""
+    cls = apis.response_class(api_key, version)
+    endpoints = [{"node_id": me_id, "host": me.host, "port": me.port}]
+    if isinstance(msg, m.FetchResponse):
+        return build(cls, {"throttle_time": 0, "error_code": 0, "session_id": 0,
+                           "responses": [{"topic": TOPIC, "partitions": [_fetch_part(msg)]}],
+                           "node_endpoints": endpoints})
+    part: dict[str, Any] = {"partition_index": PARTITION, "error_code": msg.error.value,
+                            "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch}
+    if isinstance(msg, m.VoteResponse):
+        part["vote_granted"] = msg.vote_granted
+    return build(cls, {"error_code": 0, "topics": [{"topic_name": TOPIC, "partitions": [part]}],
+                       "node_endpoints": endpoints})
+
+
+def _fetch_part(msg: m.FetchResponse) -> dict[str, Any]:
+    part: dict[str, Any] = {
+        "partition_index": PARTITION, "error_code": msg.error.value,
+        "high_watermark": msg.high_watermark, "last_stable_offset": msg.high_watermark,
+        "log_start_offset": msg.log_start_offset, "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "current_leader": {"leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch},
+        "records": entries_to_records(msg.records) if msg.records else b"",
+    }
+    if msg.diverging_epoch is not None:
+        part["diverging_epoch"] = {"epoch": msg.diverging_epoch.epoch,
+                                   "end_offset": msg.diverging_epoch.end_offset}
+    return part
+
+
+def response_from_kio(api_key: int, body: Any) -> m.Response:
+    """The core's response for a peer's answer; NotOurPartition if it is malformed."""
+    if api_key == apis.FETCH:
+        if int(body.error_code) and not body.responses:
+            raise NotOurPartition(f"fetch failed with top-level error {body.error_code}")
+        p = _only_partition(body.responses, "topic")
+        diverging = None
+        if int(p.diverging_epoch.epoch) >= 0:
+            diverging = m.DivergingEpoch(int(p.diverging_epoch.epoch),
+                                         int(p.diverging_epoch.end_offset))
+        return m.FetchResponse(
+            error=m.ErrorCode(p.error_code), leader_id=int(p.current_leader.leader_id),
+            leader_epoch=int(p.current_leader.leader_epoch),
+            high_watermark=int(p.high_watermark), log_start_offset=int(p.log_start_offset),
+            records=tuple(records_to_entries(p.records)), diverging_epoch=diverging)
+    p = _only_partition(body.topics, "topic_name")
+    error = m.ErrorCode(p.error_code) if int(body.error_code) == 0 else m.ErrorCode(
+        body.error_code)
+    leader, epoch = int(p.leader_id), int(p.leader_epoch)
+    if api_key == apis.VOTE:
+        return m.VoteResponse(error, leader, epoch, bool(p.vote_granted))
+    if api_key == apis.BEGIN_QUORUM_EPOCH:
+        return m.BeginQuorumEpochResponse(error, leader, epoch)
+    return m.EndQuorumEpochResponse(error, leader, epoch)
+
+
+def response_api_key(msg: m.Response) -> int:
+    return {m.VoteResponse: apis.VOTE, m.BeginQuorumEpochResponse: apis.BEGIN_QUORUM_EPOCH,
+            m.EndQuorumEpochResponse: apis.END_QUORUM_EPOCH, m.FetchResponse: apis.FETCH}[
+        type(msg)]
+
+
+# --- entries and records --------------------------------------------------------------------
+
+@cache
+def _lcm_writer() -> Any:
+    return entity_writer(LeaderChangeMessage)
+
+
+@cache
+def _lcm_reader() -> Any:
+    return entity_reader(LeaderChangeMessage)
+
+
+def entry_to_stored(entry: m.Entry, timestamp_ms: int | None = None) -> StoredRecord:
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    if entry.kind is m.EntryKind.DATA:
+        return StoredRecord(entry.offset, entry.epoch, entry.payload, None, ts)
+    try:
+        leader = int(entry.payload)
+    except ValueError:
+        leader = -1
+    buf = io.BytesIO()
+    _lcm_writer()(buf, LeaderChangeMessage(version=i16(0), leader_id=BrokerId(leader),
+                                           voters=(), granting_voters=()))
+    # LeaderChangeMessage starts with its own int16 Version field: no prefix, as Kafka writes it.
+    return StoredRecord(entry.offset, entry.epoch, buf.getvalue(),
+                        int(ControlType.LEADER_CHANGE), ts)
+
+
+def stored_to_entry(record: StoredRecord) -> m.Entry:
+    if record.control_type is None:
+        return m.Entry(record.offset, record.epoch, m.EntryKind.DATA, record.value or b"")
+    leader = -1
+    if record.control_type == ControlType.LEADER_CHANGE and record.value:
+        try:
+            msg, _ = _lcm_reader()(record.value, 0)
+            leader = int(msg.leader_id)
+        except Exception:  # a foreign control payload: the leader id is only informative
+            leader = -1
+    return m.Entry(record.offset, record.epoch, m.EntryKind.LEADER_CHANGE, str(leader).encode())
+
+
+def entries_to_records(entries: Sequence[m.Entry]) -> bytes:
+    """Kafka record batches for contiguous entries: one batch per run of one epoch and kind."""
+    out = bytearray()
+    run: list[StoredRecord] = []
+    for entry in entries:
+        rec = entry_to_stored(entry)
+        if run and (run[-1].epoch != rec.epoch or run[-1].is_control != rec.is_control):
+            out += encode_batch(run)
+            run = []
+        run.append(rec)
+    if run:
+        out += encode_batch(run)
+    return bytes(out)
+
+
+def records_to_entries(data: bytes | None) -> list[m.Entry]:
+    from reference_node.storage.batch import decode_batches
+
+    if not data:
+        return []
+    return [stored_to_entry(r) for r in decode_batches(data)]

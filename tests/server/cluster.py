@@ -1,0 +1,119 @@
+"""A loopback cluster of real `kraft node` processes, for the server tests and the bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from reference_node.config import render
+from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
+from reference_node.wire.requests import describe_quorum_request
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3, extra: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.ids = list(range(1, size + 1))
+        self.ports = dict(zip(self.ids, free_ports(size), strict=True))
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
+        for i in self.ids:
+            props = {
+                "node.id": str(i),
+                "process.roles": "controller",
+                "controller.quorum.voters": voters,
+                "listeners": f"CONTROLLER://127.0.0.1:{self.ports[i]}",
+                "metadata.log.dir": str(self.data_dir(i)),
+                **(extra or {}),
+            }
+            self.config(i).write_text(render(props))
+            subprocess.run([sys.executable, "-m", "harness.cli", "node", "format", "--config",
+                            str(self.config(i)), "--cluster-id", CLUSTER_ID],
+                           check=True, capture_output=True, timeout=30)
+
+    def config(self, i: int) -> Path:
+        return self.root / f"node{i}.properties"
+
+    def data_dir(self, i: int) -> Path:
+        return self.root / f"data{i}"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+
+    def start(self, i: int | None = None) -> None:
+        for n in [i] if i is not None else self.ids:
+            log = open(self.root / f"node{n}.log", "ab")  # noqa: SIM115
+            self.procs[n] = subprocess.Popen(
+                [sys.executable, "-m", "harness.cli", "node", "--config", str(self.config(n))],
+                stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            log.close()
+
+    def kill(self, i: int) -> None:
+        proc = self.procs.pop(i)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def terminate(self, i: int) -> int:
+        proc = self.procs.pop(i)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(15)
+
+    def stop_all(self) -> None:
+        for i in list(self.procs):
+            proc = self.procs.pop(i)
+            proc.kill()
+            proc.wait(10)
+
+    def describe(self, i: int, timeout: float = 1.0) -> Any | None:
+        try:
+            with KafkaClient("127.0.0.1", self.ports[i], timeout=timeout) as client:
+                resp = client.call(DESCRIBE_QUORUM, describe_quorum_request, timeout=timeout)
+        except (WireError, OSError):
+            return None
+        return resp.topics[0].partitions[0] if resp.topics else None
+
+    def wait_leader(self, timeout: float = 10.0, exclude: int | None = None) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i in self.procs:
+                part = self.describe(i)
+                if part is not None and int(part.error_code) == 0 and part.leader_id != exclude:
+                    return int(part.leader_id)
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader within {timeout}s; logs in {self.root}")
+
+    def events(self, i: int) -> list[dict[str, Any]]:
+        path = self.data_dir(i) / "events.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()

@@ -1,0 +1,70 @@
+"""Acceptance of the node as a process: election, `kraft quorum`, SIGTERM, SIGKILL and restart."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.server.cluster import CLUSTER_ID, Cluster
+
+
+def test_three_nodes_elect_a_leader_and_describe_shows_it(tmp_path: Path) -> None:
+    with Cluster(tmp_path) as cluster:
+        cluster.start()
+        # Wall time includes interpreter start-up on a shared machine; the election itself is
+        # judged from the nodes' own records: last node started -> leader elected.
+        leader = cluster.wait_leader(timeout=30.0)
+        starts = [e["ts"] for i in cluster.ids for e in cluster.events(i) if e["type"] == "start"]
+        elected = next(e["ts"] for e in cluster.events(leader)
+                       if e["type"] == "state" and e["state"] == "leader")
+        assert len(starts) == len(cluster.ids)
+        assert elected - max(starts) < 5000.0
+        for i in cluster.ids:
+            out = subprocess.run(
+                [sys.executable, "-m", "harness.cli", "quorum", "--bootstrap-controller",
+                 f"127.0.0.1:{cluster.ports[i]}", "describe", "--status"],
+                capture_output=True, text=True, timeout=30,
+            )
+            assert out.returncode == 0, out.stderr
+            assert re.search(rf"^LeaderId:\s+{leader}$", out.stdout, re.M), out.stdout
+            assert re.search(r"^ClusterId:\s+" + CLUSTER_ID + "$", out.stdout, re.M)
+        states = [e for e in cluster.events(leader) if e["type"] == "state"]
+        assert states[-1]["state"] == "leader" and states[-1]["leader"] == leader
+
+
+def test_sigterm_resigns_and_exits_zero(tmp_path: Path) -> None:
+    with Cluster(tmp_path) as cluster:
+        cluster.start()
+        leader = cluster.wait_leader()
+        assert cluster.terminate(leader) == 0
+        kinds = [e["type"] for e in cluster.events(leader)]
+        assert kinds[-1] == "stop"
+        assert any(e.get("state") == "resigned" for e in cluster.events(leader))
+        # the others notice at once (EndQuorumEpoch), well before a fetch timeout
+        new = cluster.wait_leader(timeout=3.0, exclude=leader)
+        assert new != leader
+
+
+@pytest.mark.parametrize("bad", ["read.mode=eventual", "controller.quorum.voterz=1@h:1"])
+def test_bad_config_exit_64(tmp_path: Path, bad: str) -> None:
+    conf = tmp_path / "n.properties"
+    conf.write_text("node.id=1\ncontroller.quorum.voters=1@127.0.0.1:1\n"
+                    f"listeners=CONTROLLER://127.0.0.1:0\nmetadata.log.dir={tmp_path}\n{bad}\n")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "node", "--config", str(conf)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 64
+    assert bad.split("=")[0] in proc.stderr
+
+
+def test_unformatted_directory_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "n.properties"
+    conf.write_text("node.id=1\ncontroller.quorum.voters=1@127.0.0.1:1\n"
+                    f"listeners=CONTROLLER://127.0.0.1:0\nmetadata.log.dir={tmp_path / 'none'}\n")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "node", "--config", str(conf)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert "format" in proc.stderr
