@@ -1,0 +1,108 @@
+"""General linearizability for the register and kv workloads (ARCHITECTURE.md).
+
+The history is split by key (P-compositionality: linearizability is local, so the history is
+linearizable iff every key's sub-history is) and each part is searched with Wing-Gong-Lowe under
+one shared deadline. Failed operations had no effect and observed nothing, so they are dropped; so
+are reads whose outcome is unknown. A part that runs out of time makes the verdict "unknown",
+unless another part is already proved non-linearizable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from checkers.append_history import InputError
+from checkers.history import Op, pairs
+from checkers.models import Call, Model, Register
+from checkers.result import UNKNOWN, Anomalies
+from checkers.wgl import Operation, search
+
+DEFAULT_TIME_LIMIT = 60.0
+
+
+def check(history: list[Op], model_name: str = "register", time_limit: float = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
+    if model_name not in ("register", "kv"):
+        raise InputError(f"unknown model {model_name!r}; one of register, kv")
+    deadline = time.monotonic() + time_limit
+    parts = split_by_key(history)
+    found = Anomalies()
+    undecided: list[str] = []
+    steps = 0
+    model: Model = Register()  # each key of a kv map is a register
+    for key, ops in sorted(parts.items(), key=lambda item: repr(item[0])):
+        outcome = search(ops, model, deadline)
+        steps += outcome.steps
+        if outcome.linearizable is None:
+            undecided.append(repr(key))
+        elif not outcome.linearizable and outcome.stuck is not None:
+            stuck = outcome.stuck
+            concurrent = [
+                op for op in ops
+                if op is not stuck and op.invoke < (stuck.done or 0) and (op.done is None or op.done > stuck.invoke)
+            ]
+            positions = [stuck.invoke, stuck.done or stuck.invoke]
+            positions += [p for op in concurrent for p in (op.invoke, op.done) if p is not None]
+            found.add(
+                "nonlinearizable",
+                [int(history[p]["index"]) for p in positions],
+                f"key {key!r}: no order of the operations explains {_describe(stuck.call)} "
+                f"(op {history[stuck.invoke]['index']}); with {outcome.placed} operations placed "
+                f"before it, the register could hold {outcome.states}",
+                key=key,
+            )
+    result = found.result(model=model_name, keys=len(parts), search_steps=steps)
+    if not found and undecided:
+        result["valid"] = UNKNOWN
+        result["error"] = f"time limit of {time_limit:g} s reached on key(s) {', '.join(undecided[:10])}"
+    return result
+
+
+def split_by_key(history: list[Op]) -> dict[Any, list[Operation]]:
+    parts: dict[Any, list[Operation]] = {}
+    for pair in pairs(history):
+        invoke, done = pair.invoke, pair.completion
+        if done["type"] == "fail" or (done["type"] == "info" and invoke["f"] == "read"):
+            continue
+        call = _call(invoke, done)
+        position_done = None if done["type"] == "info" else int(done["index"])
+        parts.setdefault(call.key, []).append(Operation(call, int(invoke["index"]), position_done))
+    for ops in parts.values():
+        ops.sort(key=lambda op: op.invoke)
+    return parts
+
+
+def _call(invoke: Op, done: Op) -> Call:
+    f = invoke["f"]
+    arg = invoke.get("value")
+    if not isinstance(arg, dict):
+        raise InputError(f"op {invoke['index']}: {f} needs a value object, got {arg!r}")
+    key = arg.get("key")
+    known = done["type"] == "ok"
+    body = done.get("value")
+    result: dict[str, Any] = body if isinstance(body, dict) else {}
+    if f == "read":
+        if "value" not in result:
+            raise InputError(f"op {done['index']}: an ok read needs value.value")
+        return Call("read", key, None, result["value"])
+    if f == "write":
+        if "value" not in arg:
+            raise InputError(f"op {invoke['index']}: a write needs value.value")
+        return Call("write", key, arg["value"], True, known)
+    if f == "cas":
+        if "from" not in arg or "to" not in arg:
+            raise InputError(f"op {invoke['index']}: a cas needs value.from and value.to")
+        if known and not isinstance(result.get("swapped"), bool):
+            raise InputError(f"op {done['index']}: an ok cas needs value.swapped true or false")
+        return Call("cas", key, (arg["from"], arg["to"]), result.get("swapped"), known)
+    raise InputError(f"op {invoke['index']}: the register model has no operation {f!r}")
+
+
+def _describe(call: Call) -> str:
+    if call.f == "read":
+        return f"read -> {call.out!r}"
+    if call.f == "write":
+        return f"write {call.arg!r}"
+    expected, new = call.arg
+    outcome = ("swapped" if call.out else "not swapped") if call.known else "unknown"
+    return f"cas {expected!r}->{new!r} ({outcome})"

@@ -1,0 +1,118 @@
+"""Kafka log anomalies, each named with the operations that prove it.
+
+- `inconsistent-offsets`: one offset, two values (from acknowledgements and reads).
+- `duplicate`: one value at two offsets.
+- `phantom`: a read shows a value nobody appended.
+- `failed-write-visible`: a read shows the value of an append that failed.
+- `lost-write`: a value known to be in the log at offset O (acknowledged there, or read there) is
+  missing from a read whose range [from, hw) covers O. Committed entries never change, so this
+  holds whatever the timing. A final read must also show every value known before it began at or
+  above its `from`, even above its watermark.
+
+A read's records must be complete over [from, hw): a client that fetches only part of the range
+must go on fetching before it completes the read.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Any
+
+from checkers.append_history import AppendHistory, Read
+from checkers.result import Anomalies
+
+
+def check(parsed: AppendHistory) -> dict[str, Any]:
+    found = Anomalies()
+    index = _index(parsed)
+    for offset, first, first_pos, other, other_pos in parsed.conflicts:
+        found.add(
+            "inconsistent-offsets",
+            [index(first_pos), index(other_pos)],
+            f"offset {offset} holds {first} (op {index(first_pos)}) and {other} (op {index(other_pos)})",
+            offset=offset,
+        )
+    for value, first, first_pos, other, other_pos in parsed.duplicates:
+        found.add(
+            "duplicate",
+            [index(first_pos), index(other_pos)],
+            f"value {value} is at offset {first} (op {index(first_pos)}) and at offset {other} "
+            f"(op {index(other_pos)})",
+            value=value,
+        )
+    _unappended(parsed, found)
+    _lost(parsed, found)
+    return found.result(reads=len(parsed.reads), final_reads=sum(r.final for r in parsed.reads))
+
+
+def _unappended(parsed: AppendHistory, found: Anomalies) -> None:
+    """Phantom and failed-write-visible: a value read that no successful-or-unknown append wrote."""
+    index = _index(parsed)
+    for value, (offset, position) in parsed.offset_of.items():
+        append = parsed.appends.get(value)
+        if append is None:
+            found.add(
+                "phantom",
+                [index(position)],
+                f"read (op {index(position)}) shows value {value} at offset {offset}, "
+                f"which no operation appended",
+                value=value,
+            )
+        elif append.type == "fail":
+            found.add(
+                "failed-write-visible",
+                [index(append.invoke), index(append.done), index(position)],
+                f"the append of {value} failed (op {index(append.done)}), yet read "
+                f"(op {index(position)}) shows it at offset {offset}",
+                value=value,
+            )
+
+
+def _lost(parsed: AppendHistory, found: Anomalies) -> None:
+    # Every observed offset counts here, so that a read's `matching` (which counts any record
+    # agreeing with the first value seen) is comparable; phantoms are skipped when reporting.
+    known = sorted(parsed.value_at)
+    for read in parsed.reads:
+        low = bisect_left(known, read.start)
+        high = bisect_left(known, read.hw)
+        if read.matching < high - low:
+            _report_missing(parsed, found, read, known[low:high], beyond_hw=False)
+        if read.final:
+            _report_missing(parsed, found, read, known[max(low, high):], beyond_hw=True)
+
+
+def _report_missing(
+    parsed: AppendHistory, found: Anomalies, read: Read, offsets: list[int], beyond_hw: bool
+) -> None:
+    index = _index(parsed)
+    shown = {value for _, value in read.records}
+    for offset in offsets:
+        value = parsed.value_at[offset][0]
+        append = parsed.appends.get(value)
+        if value in shown or append is None or append.type == "fail":
+            continue
+        established = parsed.established(value)
+        if beyond_hw and established > read.invoke:
+            continue
+        how = "acknowledged" if append.type == "ok" else "read"
+        where = (
+            f"the final read (op {index(read.done)}) from {read.start} stops at high watermark {read.hw}"
+            if beyond_hw
+            else f"read (op {index(read.done)}) covers [{read.start}, {read.hw}) but lacks it"
+        )
+        found.add(
+            "lost-write",
+            [index(append.invoke), index(established), index(read.done)],
+            f"value {value} was {how} at offset {offset} (op {index(established)}); {where}",
+            value=value,
+            offset=offset,
+        )
+
+
+def _index(parsed: AppendHistory) -> Any:
+    history = parsed.history
+
+    def index(position: int) -> int:
+        return int(history[position]["index"])
+
+    return index

@@ -1,0 +1,79 @@
+"""Reading what a target's `collect` left in `nodes/<node>/` (docs/contracts.md).
+
+`events.jsonl` is flushed per line but not fsynced, so a node killed mid-write may leave a torn
+last line: that one line is skipped (and counted); a bad line anywhere else is an error, since the
+invariants cannot be judged on a record that cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class NodeDataError(ValueError):
+    pass
+
+
+@dataclass
+class NodeData:
+    name: str  # the directory name
+    events: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, Any]] | None = None  # log.jsonl, when present
+    final: dict[str, Any] | None = None  # final.json, when present
+    torn_lines: int = 0
+
+    @property
+    def node_id(self) -> str:
+        """The node's own id as events and leader fields name it (the directory name otherwise)."""
+        if self.final is not None and self.final.get("node_id") is not None:
+            return str(self.final["node_id"])
+        for event in self.events:
+            if event.get("node") is not None:
+                return str(event["node"])
+        return self.name
+
+
+def read(nodes: Mapping[str, Path]) -> list[NodeData]:
+    found = []
+    for name, directory in sorted(nodes.items()):
+        data = NodeData(name)
+        events = Path(directory) / "events.jsonl"
+        if events.exists():
+            data.events, data.torn_lines = _jsonl(events, tolerate_torn_tail=True)
+        log = Path(directory) / "log.jsonl"
+        if log.exists():
+            data.log, _ = _jsonl(log, tolerate_torn_tail=False)
+        final = Path(directory) / "final.json"
+        if final.exists():
+            try:
+                data.final = json.loads(final.read_text())
+            except json.JSONDecodeError as exc:
+                raise NodeDataError(f"{final}: bad JSON: {exc.msg}") from exc
+            if not isinstance(data.final, dict):
+                raise NodeDataError(f"{final}: must hold a JSON object")
+        found.append(data)
+    return found
+
+
+def _jsonl(path: Path, tolerate_torn_tail: bool) -> tuple[list[dict[str, Any]], int]:
+    lines = path.read_text().splitlines()
+    records: list[dict[str, Any]] = []
+    torn = 0
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if tolerate_torn_tail and number == len(lines):
+                torn += 1
+                continue
+            raise NodeDataError(f"{path}:{number}: bad JSON: {exc.msg}") from exc
+        if not isinstance(record, dict):
+            raise NodeDataError(f"{path}:{number}: each line must be a JSON object")
+        records.append(record)
+    return records, torn

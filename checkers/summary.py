@@ -1,0 +1,94 @@
+"""The short human summary of a checked run: what ran, how available it was, what went wrong.
+
+Printed by `kraft check` and at the end of `kraft test`. Anomalies are listed by kind with the
+first few proving operations spelled out (index, time, process, node, f, value), so that the
+reader can go straight to the lines of history.jsonl that matter.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checkers.history import Op
+
+SHOWN_PER_KIND = 3
+VALUE_WIDTH = 100
+
+
+def render(results: dict[str, Any], history: list[Op]) -> str:
+    lines: list[str] = []
+    stats = results.get("stats") or {}
+    lines += _ops_table(stats.get("ops") or {})
+    lines += _availability(stats.get("availability") or {})
+    lines += _checkers(results.get("checkers") or {})
+    lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
+    lines.append(f"verdict: {_verdict(results.get('valid'))}")
+    return "\n".join(lines)
+
+
+def _verdict(valid: Any) -> str:
+    if valid is True:
+        return "VALID"
+    if valid is False:
+        return "INVALID"
+    return "UNKNOWN (a checker could not decide)"
+
+
+def _ops_table(ops: dict[str, dict[str, int]]) -> list[str]:
+    if not ops:
+        return ["operations: none"]
+    types = ["ok", "fail", "info"]
+    lines = ["operations:", f"  {'f':<12}" + "".join(f"{t:>9}" for t in types)]
+    for f, counts in sorted(ops.items()):
+        lines.append(f"  {f:<12}" + "".join(f"{counts.get(t, 0):>9}" for t in types))
+    return lines
+
+
+def _availability(figures: dict[str, Any]) -> list[str]:
+    if figures.get("ok_share") is None:
+        return []
+    lines = [f"availability: {figures['ok_share']:.1%} of operations ok"]
+    for fault in figures.get("faults", []):
+        lines.append(
+            f"  {fault['kind']} at {fault['start_s']:.1f}s-{fault['end_s']:.1f}s: "
+            f"longest stretch without an ok op {fault['longest_unavailable_s']:.2f}s"
+        )
+    return lines
+
+
+def _checkers(checkers: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["checkers:"]
+    for name, result in checkers.items():
+        note = f"  ({result['error']})" if result.get("error") else ""
+        lines.append(f"  {name:<18} {_verdict(result.get('valid')).split(' ')[0].lower()}{note}")
+    return lines
+
+
+def _anomalies(anomalies: dict[str, list[dict[str, Any]]], checkers: dict[str, Any],
+               history: list[Op]) -> list[str]:
+    if not anomalies:
+        return ["anomalies: none"]
+    counts: dict[str, int] = {}
+    for result in checkers.values():
+        for kind, count in (result.get("anomaly_counts") or {}).items():
+            counts[kind] = max(counts.get(kind, 0), count)
+    lines = ["anomalies:"]
+    for kind, found in anomalies.items():
+        lines.append(f"  {kind}: {counts.get(kind, len(found))}")
+        for anomaly in found[:SHOWN_PER_KIND]:
+            lines.append(f"    - {anomaly.get('explanation', '')}")
+            for index in anomaly.get("ops", []):
+                if isinstance(index, int) and 0 <= index < len(history):
+                    lines.append(f"        {_describe(history[index])}")
+    return lines
+
+
+def _describe(op: Op) -> str:
+    value = json.dumps(op.get("value"), separators=(",", ":"))
+    if len(value) > VALUE_WIDTH:
+        value = value[: VALUE_WIDTH - 3] + "..."
+    return (
+        f"#{op['index']} t={op['time'] / 1e9:.3f}s process={op['process']} node={op.get('node')} "
+        f"{op['type']} {op['f']} {value}"
+    )

@@ -1,0 +1,248 @@
+"""The `local` backend: every node is a process on this machine, on loopback.
+
+Each node gets a directory under the run's registry directory (see `pids.py`), a real port for
+each logical port (`bind_address`), and, for every other node, a proxy port per logical port
+(`peer_address(src, dst)`), so that the link src->dst can be cut by `partition` without root.
+The harness reaches nodes directly (`client_address`), never through a cuttable path.
+
+A daemon runs in a process group of its own, so that a signal reaches all of it and a Ctrl-C at
+the terminal reaches only the harness, which then stops the nodes in order. Should the harness die
+without cleaning up, three things catch the nodes: PR_SET_PDEATHSIG (SIGKILL when the spawning
+thread dies; hence one long-lived spawner thread), the pid registry swept by the next run's
+`setup` and by `kraft clean`, and the proxies dying with the harness, which isolates the nodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import signal as signals
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness.backends import pids
+from harness.backends.base import Backend, BackendError, ClusterSpec, CommandResult
+from harness.backends.proxy import LinkProxies
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _die_with_parent() -> None:
+    # runs in the child between fork and exec: no allocation-heavy Python here
+    _libc.prctl(_PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def resolve_argv(argv: Sequence[str]) -> list[str]:
+    """`kraft` means this installation's kraft, whatever PATH says."""
+    if argv and argv[0] == "kraft":
+        return [sys.executable, "-m", "harness.cli", *argv[1:]]
+    return list(argv)
+
+
+def sweep() -> list[str]:
+    return pids.sweep()
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self) -> None:
+        self._spec: ClusterSpec | None = None
+        self._run_root: Path | None = None
+        self._ports: dict[tuple[str, str], int] = {}
+        self._peers: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._proxies: LinkProxies | None = None
+        self._spawner: ThreadPoolExecutor | None = None
+        self._log_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def setup(self, spec: ClusterSpec) -> None:
+        self._spec = spec
+        for line in pids.sweep():
+            self._log(f"swept {line}")
+        self._run_root = pids.base_dir() / spec.run_id
+        self._run_root.mkdir(parents=True, exist_ok=True)
+        pids.write_json(self._run_root / "owner.json", pids.record_for(os.getpid()))
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-spawner")
+        self._proxies = LinkProxies(log=self._log)
+        for node in spec.nodes:
+            Path(self.node_dir(node)).mkdir(parents=True, exist_ok=True)
+            for port in spec.ports:
+                self._ports[(node, port)] = _free_port()
+        for src in spec.nodes:
+            for dst in spec.nodes:
+                if src == dst:
+                    continue
+                for port in spec.ports:
+                    self._peers[(src, dst, port)] = self._proxies.add(
+                        src, dst, self.bind_address(dst, port))
+        self._log(f"setup {len(spec.nodes)} nodes, ports {self._ports}")
+
+    def teardown(self) -> None:
+        for node in list(self._procs):
+            self._kill(node)
+        if self._proxies is not None:
+            self._proxies.close()
+            self._proxies = None
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=True)
+            self._spawner = None
+        if self._run_root is not None:
+            shutil.rmtree(self._run_root, ignore_errors=True)
+            self._run_root = None
+        self._procs.clear()
+
+    def _kill(self, node: str) -> None:
+        proc = self._procs.get(node)
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signals.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signals.SIGCONT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+
+    # -- places and addresses --------------------------------------------------------------
+
+    def _root(self) -> Path:
+        if self._run_root is None:
+            raise BackendError("local backend used before setup")
+        return self._run_root
+
+    def node_dir(self, node: str) -> str:
+        return str(self._root() / "nodes" / node)
+
+    def bind_address(self, node: str, port: str) -> tuple[str, int]:
+        return ("127.0.0.1", self._ports[(node, port)])
+
+    def peer_address(self, src: str, dst: str, port: str) -> tuple[str, int]:
+        if src == dst:
+            return self.bind_address(dst, port)
+        return self._peers[(src, dst, port)]
+
+    def client_address(self, node: str, port: str) -> tuple[str, int]:
+        return self.bind_address(node, port)
+
+    # -- commands, files, daemons ----------------------------------------------------------
+
+    def exec(self, node: str, argv: Sequence[str], check: bool = True,
+             timeout: float = 60.0) -> CommandResult:
+        full = resolve_argv(argv)
+        try:
+            done = subprocess.run(full, cwd=self.node_dir(node), capture_output=True,
+                                  timeout=timeout, start_new_session=True, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendError(f"{node}: {' '.join(argv)}: {exc}") from exc
+        result = CommandResult(tuple(argv), done.returncode, done.stdout.decode(errors="replace"),
+                               done.stderr.decode(errors="replace"))
+        if check and done.returncode != 0:
+            raise BackendError(f"{node}: {' '.join(argv)} exited {done.returncode}: "
+                               f"{result.stderr.strip()[-500:]}")
+        return result
+
+    def write_file(self, node: str, path: str, content: bytes) -> None:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+
+    def spawn(self, node: str, argv: Sequence[str], log_path: str,
+              env: Mapping[str, str] | None = None) -> None:
+        if self.is_running(node):
+            raise BackendError(f"{node}: a daemon is already running")
+        if self._spawner is None:
+            raise BackendError("local backend used before setup")
+        full = resolve_argv(argv)
+        environment = {**os.environ, **(env or {})}
+
+        def start() -> subprocess.Popen[bytes]:
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "ab") as log:
+                return subprocess.Popen(full, cwd=self.node_dir(node), stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT, env=environment,
+                                        process_group=0, preexec_fn=_die_with_parent)
+        try:
+            proc = self._spawner.submit(start).result(timeout=30)
+        except OSError as exc:
+            raise BackendError(f"{node}: cannot start {' '.join(argv)}: {exc}") from exc
+        self._procs[node] = proc
+        pids.write_json(self._root() / "pids" / f"{node}.json", pids.record_for(proc.pid))
+        self._log(f"{node}: started pid {proc.pid}: {' '.join(full)}")
+
+    def signal(self, node: str, sig: signals.Signals) -> None:
+        proc = self._procs.get(node)
+        if proc is None or proc.poll() is not None:
+            return
+        self._log(f"{node}: {sig.name} to group {proc.pid}")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        if sig == signals.SIGKILL:
+            # reap now, so that is_running is false as soon as kill returns
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+    def wait_exit(self, node: str, timeout: float) -> int | None:
+        proc = self._procs.get(node)
+        if proc is None:
+            return None
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def is_running(self, node: str) -> bool:
+        proc = self._procs.get(node)
+        return proc is not None and proc.poll() is None
+
+    def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
+        source = Path(remote_path)
+        local_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            if source.is_dir():
+                shutil.copytree(source, local_dir / source.name, dirs_exist_ok=True)
+            elif source.exists():
+                shutil.copy2(source, local_dir / source.name)
+        except OSError as exc:
+            raise BackendError(f"{node}: cannot fetch {remote_path}: {exc}") from exc
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def partition(self, blocked: Iterable[tuple[str, str]]) -> None:
+        cuts = sorted(set(blocked))
+        self._log(f"partition: cut {cuts}")
+        if self._proxies is not None:
+            self._proxies.set_blocked(cuts)
+
+    def heal(self) -> None:
+        self._log("heal")
+        if self._proxies is not None:
+            self._proxies.set_blocked(())
+
+    # -- the backend's own log -------------------------------------------------------------
+
+    def _log(self, message: str) -> None:
+        if self._spec is None:
+            return
+        line = f"{time.strftime('%H:%M:%S')} {message}\n"
+        with self._log_lock, contextlib.suppress(OSError), \
+                open(self._spec.run_dir / "backend.log", "a") as out:
+            out.write(line)

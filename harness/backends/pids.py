@@ -1,0 +1,91 @@
+"""The registry of processes the local backend started, so that leftovers can always be found.
+
+Each run owns a directory under `base_dir()` (`/tmp/kraft-jepsen-<uid>/local/<run_id>/`) holding
+`owner.json` (the harness process) and `pids/<node>.json` (each node daemon), and the nodes' own
+directories. A record carries the process's start time from /proc, so that a recycled pid is never
+mistaken for ours. A run whose owner is gone is a leftover: `sweep()` kills its process groups and
+removes its directory. Runs whose owner still lives (another test, another engineer) are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+
+def base_dir() -> Path:
+    override = os.environ.get("KRAFT_LOCAL_DIR")
+    root = Path(override) if override else Path(tempfile.gettempdir()) / f"kraft-jepsen-{os.getuid()}"
+    return root / "local"
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name may hold spaces and parentheses: fields resume after the last ')'
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[19])
+
+
+def alive(record: dict[str, int]) -> bool:
+    ticks = start_ticks(record["pid"])
+    return ticks is not None and ticks == record.get("start")
+
+
+def record_for(pid: int) -> dict[str, int]:
+    return {"pid": pid, "start": start_ticks(pid) or 0}
+
+
+def write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, int] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def kill_group(record: dict[str, int]) -> bool:
+    """SIGKILL the recorded process's group (nodes lead their own group); True if it was alive."""
+    if not alive(record):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record["pid"], signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(record["pid"], signal.SIGCONT)  # a stopped process dies only once continued
+    return True
+
+
+def sweep() -> list[str]:
+    """Kill the processes of every run whose harness is gone and remove its directory."""
+    removed: list[str] = []
+    root = base_dir()
+    if not root.is_dir():
+        return removed
+    for run in sorted(root.iterdir()):
+        if not run.is_dir():
+            continue
+        owner = read_json(run / "owner.json")
+        if owner is not None and alive(owner):
+            continue
+        for pid_file in sorted((run / "pids").glob("*.json")):
+            record = read_json(pid_file)
+            if record is not None and kill_group(record):
+                removed.append(f"local process {record['pid']} ({run.name}/{pid_file.stem})")
+        shutil.rmtree(run, ignore_errors=True)
+        removed.append(f"local run directory {run}")
+    return removed

@@ -1,0 +1,87 @@
+"""The configuration of one test run, validated; what `test.json` records (docs/contracts.md).
+
+Every random choice of a run (the operations, the faults and their targets) derives from `seed`:
+the generator and the nemesis each get a sub-seed drawn from it, and both are recorded.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class UsageError(ValueError):
+    """Bad command line or bad input: one line for the user, exit 64."""
+
+
+@dataclass
+class TestConfig:
+    backend: str = "local"
+    target: str = "reference"
+    nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])
+    workload: str = "append"
+    nemesis: list[str] = field(default_factory=lambda: ["partition", "pause", "kill"])
+    nemesis_interval: float = 5.0
+    partition_shapes: list[str] = field(default_factory=list)  # empty: every shape
+    time_limit: float = 60.0
+    concurrency: int = 0  # 0: twice the number of nodes
+    rate: float = 10.0  # ops per second, all processes together
+    op_timeout: float = 1.5
+    recovery_time: float = 30.0
+    seed: int = 0
+    node_config: dict[str, str] = field(default_factory=dict)
+    results_dir: str = "results"
+    test_name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.concurrency <= 0:
+            self.concurrency = 2 * len(self.nodes)
+        if not self.test_name:
+            self.test_name = "-".join([self.target.replace(":", "."), self.workload,
+                                       "+".join(self.nemesis) or "none"])
+
+    def seeds(self) -> dict[str, int]:
+        rng = random.Random(self.seed)
+        return {"generator": rng.getrandbits(63), "nemesis": rng.getrandbits(63)}
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["name"] = self.test_name
+        data["seeds"] = self.seeds()
+        return data
+
+
+def parse_nodes(text: str) -> list[str]:
+    """`5` -> n1..n5; `a,b,c` -> those names."""
+    text = text.strip()
+    if text.isdigit():
+        count = int(text)
+        if not 1 <= count <= 15:
+            raise UsageError(f"--nodes: {count} is out of range 1..15")
+        return [f"n{i}" for i in range(1, count + 1)]
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
+        raise UsageError(f"--nodes: {text!r} is neither a count nor distinct names")
+    return names
+
+
+def parse_list(flag: str, text: str, allowed: tuple[str, ...], allow_none: bool) -> list[str]:
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    if allow_none and items == ["none"]:
+        return []
+    unknown = [i for i in items if i not in allowed]
+    if unknown or not items:
+        raise UsageError(f"{flag}: unknown value {', '.join(unknown) or repr(text)}; "
+                         f"one of: {', '.join(allowed)}{', none' if allow_none else ''}")
+    return list(dict.fromkeys(items))
+
+
+def parse_node_config(items: list[str]) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--node-config: expected KEY=VALUE, got {item!r}")
+        config[key.strip()] = value.strip()
+    return config

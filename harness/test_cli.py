@@ -1,0 +1,147 @@
+"""`kraft test`: one test run: deploy, run the workload and the nemesis, check, store, verdict.
+
+Exit codes (ARCHITECTURE.md): 0 valid, 1 invalid, 2 unknown, 3 the run itself failed, 64 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+from types import FrameType
+from typing import NoReturn
+
+import workloads
+from harness import backends, targets
+from harness.config import (
+    TestConfig,
+    UsageError,
+    parse_list,
+    parse_node_config,
+    parse_nodes,
+)
+from harness.store import valid_name
+from nemesis.partition import SHAPES
+from nemesis.registry import KINDS, available
+
+EXIT_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kraft test", description=(
+        "Run one Jepsen-style test: deploy the target's nodes, run client processes that append "
+        "and read while the nemesis injects faults, check the history, store the run under "
+        "RESULTS_DIR/TEST_NAME/START/, and print the verdict. Exit 0 valid, 1 invalid, "
+        "2 unknown, 3 the run failed, 64 bad usage."))
+    p.add_argument("--backend", default="local", help="local | docker | auto (default: local)")
+    p.add_argument("--target", default="reference", help="implementation under test "
+                   f"({', '.join(targets.TARGETS)}, or module:attribute); default: reference")
+    p.add_argument("--nodes", default="3", help="a count (n1..nN) or comma-separated names")
+    p.add_argument("--workload", default="append", help=f"{', '.join(workloads.WORKLOADS)}")
+    p.add_argument("--nemesis", default=None,
+                   help=f"comma list of {', '.join(KINDS)}, or none (default: all the backend "
+                        "and target allow)")
+    p.add_argument("--nemesis-interval", type=float, default=5.0,
+                   help="seconds between faults, and each fault's duration (default 5)")
+    p.add_argument("--partition-shapes", default=None,
+                   help=f"comma list of {', '.join(SHAPES)} (default: all)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds of workload (60)")
+    p.add_argument("--concurrency", type=int, default=0,
+                   help="client processes (default: twice the nodes)")
+    p.add_argument("--rate", type=float, default=10.0, help="ops per second in total (10)")
+    p.add_argument("--op-timeout", type=float, default=1.5,
+                   help="seconds before an op's outcome is unknown (1.5: shorter than the "
+                        "node's check-quorum timeout, so that clients leave a cut-off leader "
+                        "while it still believes it leads)")
+    p.add_argument("--recovery-time", type=float, default=30.0,
+                   help="seconds allowed for recovery and final reads after healing (30)")
+    p.add_argument("--seed", type=int, default=None, help="seed of every random choice")
+    p.add_argument("--node-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting passed to every node, e.g. unsafe=skip-flush (repeatable)")
+    p.add_argument("--results-dir", default="results", help="where runs are stored (results)")
+    p.add_argument("--test-name", default="", help="the run's name in the results dir")
+    return p
+
+
+def config_from(args: argparse.Namespace) -> TestConfig:
+    for flag, value in (("--time-limit", args.time_limit), ("--rate", args.rate),
+                        ("--nemesis-interval", args.nemesis_interval),
+                        ("--op-timeout", args.op_timeout)):
+        if not value > 0:
+            raise UsageError(f"{flag}: must be positive, got {value}")
+    if args.concurrency < 0 or args.recovery_time < 0:
+        raise UsageError("--concurrency and --recovery-time must not be negative")
+    if args.backend not in backends.NAMES:
+        raise UsageError(f"--backend: unknown backend {args.backend!r}; "
+                         f"one of: {', '.join(backends.NAMES)}")
+    if args.workload not in workloads.WORKLOADS:
+        raise UsageError(f"--workload: unknown workload {args.workload!r}; "
+                         f"one of: {', '.join(workloads.WORKLOADS)}")
+    if args.test_name and not valid_name(args.test_name):
+        raise UsageError(f"--test-name: {args.test_name!r} is not a plain file name")
+    nemesis = (list(KINDS) if args.nemesis is None
+               else parse_list("--nemesis", args.nemesis, KINDS, allow_none=True))
+    shapes = ([] if args.partition_shapes is None
+              else parse_list("--partition-shapes", args.partition_shapes, SHAPES, False))
+    seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(32)
+    return TestConfig(backend=args.backend, target=args.target, nodes=parse_nodes(args.nodes),
+                      workload=args.workload, nemesis=nemesis,
+                      nemesis_interval=args.nemesis_interval, partition_shapes=shapes,
+                      time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
+                      op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
+                      node_config=parse_node_config(args.node_config),
+                      results_dir=args.results_dir, test_name=args.test_name)
+
+
+def _interrupt_once() -> None:
+    """First SIGINT/SIGTERM interrupts the run; later ones wait for the cleanup."""
+    def first(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, later)
+        signal.signal(signal.SIGTERM, later)
+        raise KeyboardInterrupt
+
+    def later(_signum: int, _frame: FrameType | None) -> None:
+        print("kraft test: stopping the nodes, please wait", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, first)
+    signal.signal(signal.SIGTERM, first)
+
+
+def main(argv: list[str]) -> int:
+    from harness.runner import run
+    try:
+        args = parser().parse_args(argv)
+        config = config_from(args)
+        target = targets.get(config.target)
+        if config.workload not in target.workloads():
+            raise UsageError(f"--workload: target {config.target} cannot run {config.workload}")
+        backend, note = backends.make(config.backend)
+        can = available(backend, target.db())
+        refused = {k: why for k, why in can.items() if k in config.nemesis and why}
+        if refused and args.nemesis is not None:
+            raise UsageError("--nemesis: " + "; ".join(f"{k}: {w}" for k, w in refused.items()))
+        config.nemesis = [k for k in config.nemesis if k not in refused]
+    except UsageError as exc:
+        print(f"kraft test: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return 0 if exc.code in (0, None) else EXIT_USAGE
+    except (targets.UnknownTarget, KeyError, ImportError) as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        print(f"kraft test: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    print(note, file=sys.stderr)
+    print(f"kraft test: {config.test_name}, {len(config.nodes)} nodes, nemesis "
+          f"{'+'.join(config.nemesis) or 'none'}, {config.time_limit:g}s, seed {config.seed}",
+          file=sys.stderr)
+    _interrupt_once()
+    workload = workloads.get(config.workload)
+    outcome = run(config, backend, target, workload)
+    print(outcome.summary)
+    return outcome.exit_code

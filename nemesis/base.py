@@ -1,0 +1,79 @@
+"""The fault interface and what a fault may touch (see the package docstring)."""
+
+from __future__ import annotations
+
+import abc
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from harness.backends.base import Backend
+from harness.targets.base import DB, HasLeader
+
+
+@dataclass
+class Env:
+    backend: Backend
+    db: DB
+    nodes: list[str]
+
+    def leader(self) -> str | None:
+        """The node most nodes name as leader, if the target can tell."""
+        if not isinstance(self.db, HasLeader):
+            return None
+        try:
+            claims = self.db.leaders(self.backend, self.nodes)
+        except Exception:
+            return None
+        named = Counter(self._name(leader) for leader in claims.values())
+        named.pop(None, None)
+        if not named:
+            return None
+        top = max(named.values())
+        # ties go to the first node in order, so the choice is reproducible
+        return next(n for n in self.nodes if named.get(n) == top)
+
+    def _name(self, leader: object) -> str | None:
+        # targets name the leader by node name; a bare id k stands for the k-th node
+        if isinstance(leader, str) and leader in self.nodes:
+            return leader
+        if isinstance(leader, int) and 1 <= leader <= len(self.nodes):
+            return self.nodes[leader - 1]
+        return None
+
+
+class Fault(abc.ABC):
+    kind: str
+
+    @abc.abstractmethod
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        """What the next start will do (drawn from rng, plus what it learnt, e.g. the leader)."""
+
+    @abc.abstractmethod
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """Do it; returns what was done (the completion's value in the history)."""
+
+    @abc.abstractmethod
+    def stop(self) -> dict[str, Any]:
+        """Undo the last start."""
+
+    @abc.abstractmethod
+    def heal(self) -> None:
+        """Undo every trace of this kind of fault, whatever happened before. Idempotent."""
+
+
+def pick_nodes(target: str, nodes: list[str], rng: random.Random,
+               leader: str | None) -> list[str]:
+    """The nodes a `one`, `leader`, `minority`, `majority` or `all` target names."""
+    if target == "leader" and leader is not None:
+        return [leader]
+    if target in ("one", "leader"):
+        return [rng.choice(nodes)]
+    if target == "minority":
+        return sorted(rng.sample(nodes, max(1, (len(nodes) - 1) // 2)))
+    if target == "majority":
+        return sorted(rng.sample(nodes, len(nodes) // 2 + 1))
+    if target == "all":
+        return list(nodes)
+    raise ValueError(f"unknown node target {target!r}")

@@ -1,0 +1,107 @@
+"""Network partitions: shapes as pure functions, and the fault that applies them.
+
+A shape turns the nodes (and the leader, for `leader`) into a set of one-way cut links
+(src, dst), as `CanPartition.partition` takes them, and a description for the history:
+
+- `halves`: two random halves, smaller first; every link between them cut both ways.
+- `one`: one random node cut off from all others.
+- `leader`: the leader cut off from the other voters, while the harness's clients still reach it
+  (the zombie-leader scenario: a deposed leader that keeps answering).
+- `majorities-ring`: Jepsen's; nodes on a shuffled ring, each hears only the majority centred on
+  itself, so every node sees a majority and no two see the same one.
+- `bridge`: two halves that cannot talk, and one node in between that talks to both.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness.backends.base import CanPartition
+from nemesis.base import Env, Fault
+
+Link = tuple[str, str]
+SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge")
+
+
+def _between(a: list[str], b: list[str]) -> set[Link]:
+    return {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
+
+
+def halves(nodes: list[str], rng: random.Random) -> tuple[set[Link], dict[str, Any]]:
+    order = rng.sample(nodes, len(nodes))
+    small, large = sorted(order[: len(nodes) // 2]), sorted(order[len(nodes) // 2:])
+    return _between(small, large), {"groups": [small, large]}
+
+
+def isolate(node: str, nodes: list[str]) -> tuple[set[Link], dict[str, Any]]:
+    rest = [n for n in nodes if n != node]
+    return _between([node], rest), {"groups": [[node], rest], "isolated": node}
+
+
+def majorities_ring(nodes: list[str], rng: random.Random) -> tuple[set[Link], dict[str, Any]]:
+    ring = rng.sample(nodes, len(nodes))
+    n, m = len(ring), len(ring) // 2 + 1
+    behind = (m - 1) // 2
+    sees: dict[str, list[str]] = {}
+    cuts: set[Link] = set()
+    for i, node in enumerate(ring):
+        majority = {ring[(i + k) % n] for k in range(-behind, m - behind)}
+        sees[node] = sorted(majority)
+        # `node` drops what comes from outside its majority
+        cuts |= {(src, node) for src in ring if src not in majority}
+    return cuts, {"ring": ring, "sees": sees}
+
+
+def bridge(nodes: list[str], rng: random.Random) -> tuple[set[Link], dict[str, Any]]:
+    if len(nodes) < 3:
+        return halves(nodes, rng)
+    order = rng.sample(nodes, len(nodes))
+    middle = order[len(order) // 2]
+    left = sorted(order[: len(order) // 2])
+    right = sorted(order[len(order) // 2 + 1:])
+    return _between(left, right), {"groups": [left, right], "bridge": middle}
+
+
+def cuts_for(shape: str, nodes: list[str], rng: random.Random,
+             leader: str | None) -> tuple[set[Link], dict[str, Any]]:
+    if shape == "halves":
+        return halves(nodes, rng)
+    if shape == "one":
+        return isolate(rng.choice(nodes), nodes)
+    if shape == "leader":
+        cuts, info = isolate(leader if leader is not None else rng.choice(nodes), nodes)
+        return cuts, {**info, "leader": leader}
+    if shape == "majorities-ring":
+        return majorities_ring(nodes, rng)
+    if shape == "bridge":
+        return bridge(nodes, rng)
+    raise ValueError(f"unknown partition shape {shape!r}")
+
+
+class Partition(Fault):
+    kind = "partition"
+
+    def __init__(self, env: Env, shapes: list[str]) -> None:
+        if not isinstance(env.backend, CanPartition):
+            raise TypeError(f"backend {env.backend.name} cannot partition")
+        self.env = env
+        self.net: CanPartition = env.backend
+        self.shapes = shapes
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        shape = rng.choice(self.shapes)
+        leader = self.env.leader() if shape == "leader" else None
+        cuts, info = cuts_for(shape, self.env.nodes, rng, leader)
+        return {"shape": shape, **info, "cut": sorted([a, b] for a, b in cuts)}
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        self.net.partition((a, b) for a, b in choice["cut"])
+        return choice
+
+    def stop(self) -> dict[str, Any]:
+        self.net.heal()
+        return {"healed": "all"}
+
+    def heal(self) -> None:
+        self.net.heal()

@@ -1,0 +1,86 @@
+"""The fault schedule: every interval, one fault kind takes its next step; all in the history.
+
+As in Jepsen's combined nemesis, each kind alternates start and stop on its own, and the kinds are
+interleaved, so faults of different kinds overlap (a node is killed while another is cut off) as
+they do in real outages. The kind that steps is drawn in a seeded, shuffled round robin, so that
+every kind gets its turns in a short run. The schedule runs in a thread of its own until `stop()`,
+which stops every active fault (recorded like any other stop); `heal_all` afterwards undoes every
+kind unconditionally, so that the final reads see a whole cluster even if a step failed half-way.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from harness.history import History
+from nemesis.base import Fault
+
+
+class Schedule:
+    def __init__(self, faults: list[Fault], interval: float, seed: int, history: History,
+                 log: Callable[[str], None] = lambda _m: None) -> None:
+        self.faults = faults
+        self.interval = interval
+        self.rng = random.Random(seed)
+        self.history = history
+        self.log = log
+        self.active: dict[str, dict[str, Any]] = {}  # kind -> what its start did
+        self.started = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+
+    def start(self) -> None:
+        if self.faults:
+            self._thread.start()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        order: list[Fault] = []
+        while not self._stop.wait(self.interval):
+            if not order:
+                order = self.rng.sample(self.faults, len(self.faults))
+            fault = order.pop(0)
+            self._do(fault, "stop" if fault.kind in self.active else "start")
+        for fault in self.faults:
+            if fault.kind in self.active:
+                self._do(fault, "stop")
+
+    def _do(self, fault: Fault, phase: str) -> None:
+        f = f"{phase}-{fault.kind}"
+        choice: dict[str, Any] | None = None
+        try:
+            if phase == "start":
+                choice = fault.choose(self.rng)
+        except Exception as exc:
+            self.log(f"nemesis: {f}: cannot choose: {exc}")
+            return
+        self.history.record({"process": "nemesis", "type": "invoke", "f": f, "value": choice})
+        try:
+            if phase == "start":
+                assert choice is not None
+                self.active[fault.kind] = choice  # before it is done: a half-done start is undone
+                self.started += 1
+                done = fault.start(choice)
+            else:
+                self.active.pop(fault.kind, None)
+                done = fault.stop()
+        except Exception as exc:
+            self.log(f"nemesis: {f} failed: {exc!r}")
+            self.history.record({"process": "nemesis", "type": "info", "f": f, "value": choice,
+                                 "error": f"{type(exc).__name__}: {exc}"[:200]})
+            return
+        self.history.record({"process": "nemesis", "type": "ok", "f": f, "value": done})
+
+    def heal_all(self) -> None:
+        for fault in self.faults:
+            try:
+                fault.heal()
+            except Exception as exc:
+                self.log(f"nemesis: heal {fault.kind} failed: {exc!r}")

@@ -1,0 +1,173 @@
+"""What crosses between the core and its host: inputs, the persisted quorum state, and `Ready`.
+
+Imported by the core and re-exported from `reference_node.raft.core`; see `Ready` for the order in
+which a host must carry out the core's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reference_node.raft.messages import Entry, ErrorCode, Message
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time has passed: the host's clock now reads `now_ms` (monotonic, milliseconds)."""
+
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Receive:
+    """A message arrived from node `src` (a request to answer, or a response to one we sent)."""
+
+    src: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class ClientAppend:
+    """A client asks to append `payloads` (one entry each). Answered by an `AppendReply` once the
+    entries are committed, or at once with an error when this node is not the leader."""
+
+    request_id: int
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRead:
+    """A linearizable read of the committed log from `from_offset`. Answered by a `ReadReply`."""
+
+    request_id: int
+    from_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogFlushed:
+    """The host's flush finished: every entry below `end_offset` is durable."""
+
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Graceful shutdown: a leader resigns and sends EndQuorumEpoch to the voters. The host keeps
+    stepping the core until the EndQuorumEpoch messages are out (`RaftCore.shutdown_complete`)."""
+
+
+Input = Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumState:
+    """The quorum-state file (KIP-595): the current epoch, its leader and this node's vote.
+
+    `leader_epoch` is the node's current epoch, even when the leader is unknown.
+    """
+
+    leader_epoch: int = 0
+    leader_id: int | None = None
+    voted_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    dst: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReply:
+    """Answer to `ClientAppend`.
+
+    On success `offsets` are the committed offsets (one per payload) and `error` is NONE. On error
+    `offsets` is empty; `indeterminate` is True when the entries were appended but this node lost
+    leadership before they committed (they may still commit: the harness records `info`), False when
+    they were certainly not appended (`fail`). `leader_id` / `leader_epoch` are a hint.
+    """
+
+    request_id: int
+    error: ErrorCode
+    offsets: tuple[int, ...] = ()
+    indeterminate: bool = False
+    leader_id: int | None = None
+    leader_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReply:
+    """Answer to `ClientRead`: the entries in [from_offset, high_watermark), control records
+    included (readers map them to null), or an error with a leader hint."""
+
+    request_id: int
+    error: ErrorCode
+    high_watermark: int = -1
+    records: tuple[Entry, ...] = ()
+    leader_id: int | None = None
+    leader_epoch: int = 0
+
+
+ClientReply = AppendReply | ReadReply
+
+
+@dataclass(slots=True)
+class Ready:
+    """Everything the core wants done since the last `advance`. The host MUST act in this order:
+
+    1. `quorum_state`, when not None: write the quorum-state file and fsync it.
+    2. `truncate_to`, when not None: remove every log entry at or after that offset.
+    3. `entries`: append them to the log (in order; they follow the truncation).
+    4. `flush`: when True, start a flush of the log; when it is done, step `LogFlushed(end)` with
+       the log end offset it covered. The flush may finish later: messages need not wait for it.
+    5. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
+    6. `replies`: answer the clients.
+    7. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
+
+    Then call `advance(ready)`. Step no input between `ready()` and `advance()`.
+    """
+
+    quorum_state: QuorumState | None = None
+    truncate_to: int | None = None
+    entries: list[Entry] = field(default_factory=list)
+    flush: bool = False
+    messages: list[Send] = field(default_factory=list)
+    replies: list[ClientReply] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.quorum_state is not None
+            or self.truncate_to is not None
+            or self.entries
+            or self.flush
+            or self.messages
+            or self.replies
+            or self.events
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One row of DescribeQuorum: a replica's progress as the leader sees it (-1 when unknown)."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """What DescribeQuorum needs. Progress rows are only known on the leader (empty elsewhere)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]

@@ -1,0 +1,526 @@
+"""`RaftCore`: the host-facing KIP-595 state machine (no I/O, no clock, no global random).
+
+A host builds it from what it loaded from disk, then loops:
+
+    core.step(input)            # Tick, Receive, ClientAppend, ClientRead, LogFlushed, Shutdown
+    ready = core.ready()        # carry it out in the order written on `Ready`
+    core.advance(ready)
+    ... wake up at core.next_deadline_ms() and step Tick(now) ...
+
+This module holds the shared rules (the epoch rule every message passes through first, the
+transitions, the timers); `election` holds Vote / BeginQuorumEpoch / EndQuorumEpoch handling and
+`replication` Fetch, the high watermark and client requests.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from reference_node.raft import election, replication
+from reference_node.raft.api import (
+    AppendReply,
+    ClientAppend,
+    ClientRead,
+    ClientReply,
+    Input,
+    LogFlushed,
+    QuorumDescription,
+    QuorumState,
+    ReadReply,
+    Ready,
+    Receive,
+    ReplicaDescription,
+    Send,
+    Shutdown,
+    Tick,
+)
+from reference_node.raft.config import RaftConfig
+from reference_node.raft.log import RaftLog
+from reference_node.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from reference_node.raft.states import (
+    NEVER,
+    Candidate,
+    Follower,
+    Leader,
+    Prospective,
+    ReplicaProgress,
+    Resigned,
+    State,
+    Unattached,
+)
+from reference_node.raft.voters import VoterSet
+
+__all__ = [
+    "AppendReply",
+    "ClientAppend",
+    "ClientRead",
+    "ErrorCode",
+    "Input",
+    "LogFlushed",
+    "QuorumDescription",
+    "QuorumState",
+    "RaftCore",
+    "ReadReply",
+    "Ready",
+    "Receive",
+    "Send",
+    "Shutdown",
+    "Tick",
+]
+
+_BACKOFF_BASE_MS = 100
+
+
+class RaftCore:
+    """One node's Raft: construct from persisted state, then `step` / `ready` / `advance`."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: VoterSet | Iterable[int],
+        cluster_id: str | None,
+        config: RaftConfig,
+        rng: random.Random,
+        now_ms: int,
+        quorum_state: QuorumState | None = None,
+        log: Sequence[Entry] = (),
+        log_start_offset: int = 0,
+        log_start_epoch: int = 0,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = voters if isinstance(voters, VoterSet) else VoterSet.of(voters)
+        self.cluster_id = cluster_id
+        self.config = config
+        self.rng = rng
+        self.now = now_ms
+        self.log = RaftLog(log, log_start_offset, log_start_epoch)
+        self.hw = log_start_offset
+        self.is_voter = node_id in self.voters
+        self.shutting_down = False
+        self.election_retries = 0
+        self._out = Ready()
+        qs = quorum_state or QuorumState()
+        self.epoch = qs.leader_epoch
+        self.leader_id: int | None = qs.leader_id
+        self.voted_id: int | None = qs.voted_id
+        self.state: State = Unattached()
+        self._initialize()
+
+    # --- construction -------------------------------------------------------------------------
+
+    def _initialize(self) -> None:
+        if self.log.last_epoch > self.epoch:
+            # The quorum-state file lags the log (e.g. lost on a crash): never go below the log.
+            self.epoch, self.leader_id, self.voted_id = self.log.last_epoch, None, None
+            self.persist()
+        if self.leader_id == self.node_id and self.is_voter:
+            if self.config.has("resume-leader-after-restart"):
+                self._become_leader(restart=True)
+            else:
+                self._set_state(self._new_resigned(()))
+        elif self.leader_id is not None and self.leader_id != self.node_id:
+            self._set_state(Follower(fetch_deadline=self.now + self.config.fetch_timeout_ms))
+        elif self.voted_id == self.node_id and self.is_voter:
+            cand = Candidate(election_deadline=self.now + self.random_election_timeout())
+            cand.granted.add(self.node_id)
+            self._set_state(cand)
+            election.request_votes(self, pre_vote=False)
+        else:
+            self._set_state(self._new_unattached())
+        replication.maybe_fetch(self)
+
+    # --- host API -----------------------------------------------------------------------------
+
+    def step(self, inp: Input) -> None:
+        """Feed one input. Cheap; the output accumulates until `ready()`."""
+        if isinstance(inp, Receive):
+            self.on_message(inp.src, inp.message)
+        elif isinstance(inp, Tick):
+            self.tick(inp.now_ms)
+        elif isinstance(inp, LogFlushed):
+            replication.on_flushed(self, inp.end_offset)
+        elif isinstance(inp, ClientAppend):
+            replication.on_client_append(self, inp)
+        elif isinstance(inp, ClientRead):
+            replication.on_client_read(self, inp)
+        elif isinstance(inp, Shutdown):
+            self.on_shutdown()
+        else:
+            raise TypeError(f"RaftCore.step: not an input: {inp!r}")
+
+    def ready(self) -> Ready:
+        """What the host must do now (see `Ready` for the order)."""
+        return self._out
+
+    def has_ready(self) -> bool:
+        return bool(self._out)
+
+    def advance(self, ready: Ready) -> None:
+        """The host carried out `ready`."""
+        if ready is not self._out:
+            raise ValueError("advance() takes the Ready that ready() returned, once")
+        self._out = Ready()
+
+    def next_deadline_ms(self) -> int:
+        """The time at which the core next wants a Tick (it may be in the past: tick at once)."""
+        return self.state.deadline(self.now, self.config.request_timeout_ms)
+
+    @property
+    def shutdown_complete(self) -> bool:
+        """After `Shutdown`: True once nothing more needs saying before the host stops."""
+        return self.shutting_down
+
+    # --- read-only views ------------------------------------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        return self.state.name
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, Leader)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.hw
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    @property
+    def last_epoch(self) -> int:
+        return self.log.last_epoch
+
+    def quorum_state(self) -> QuorumState:
+        return QuorumState(self.epoch, self.leader_id, self.voted_id)
+
+    def describe_quorum(self) -> QuorumDescription:
+        """DescribeQuorum: per-replica progress is the leader's (others report only themselves)."""
+        state = self.state
+        hw = self.hw
+        rows: dict[int, ReplicaDescription] = {}
+        if isinstance(state, Leader):
+            for rid, prog in state.progress.items():
+                rows[rid] = ReplicaDescription(
+                    rid, prog.end_offset, prog.last_fetch_ms, prog.last_caught_up_ms
+                )
+            rows[self.node_id] = ReplicaDescription(
+                self.node_id, self.log.end_offset, self.now, self.now
+            )
+            hw = self.hw if state.hw_known else -1
+        voters = tuple(rows.get(v, ReplicaDescription(v, -1, -1, -1)) for v in self.voters.sorted())
+        observers = tuple(rows[r] for r in sorted(rows) if r not in self.voters)
+        leader = self.leader_id if self.leader_id is not None else NO_LEADER
+        return QuorumDescription(leader, self.epoch, hw, voters, observers)
+
+    # --- output helpers (used by election / replication) ----------------------------------------
+
+    def send(self, dst: int, message: Message) -> None:
+        self._out.messages.append(Send(dst, message))
+
+    def reply(self, reply: ClientReply) -> None:
+        self._out.replies.append(reply)
+
+    def event(self, **fields: Any) -> None:
+        self._out.events.append(fields)
+
+    def persist(self) -> None:
+        """Ask the host to make the quorum state durable before any message of this Ready."""
+        qs = self.quorum_state()
+        if self.config.has("forget-vote") and qs.voted_id != self.node_id:
+            qs = QuorumState(qs.leader_epoch, qs.leader_id, None)
+        self._out.quorum_state = qs
+
+    def append_entries(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            self.log.append(entry)
+        self._out.entries.extend(entries)
+        self._out.flush = True
+
+    def truncate(self, offset: int, reason: str) -> None:
+        if offset >= self.log.end_offset:
+            return
+        self.log.truncate(offset)
+        out = self._out
+        # Entries of this very Ready at or past `offset` never reach the disk.
+        out.entries = [e for e in out.entries if e.offset < offset]
+        if not out.entries or out.truncate_to is not None:
+            out.truncate_to = offset if out.truncate_to is None else min(out.truncate_to, offset)
+        else:
+            out.truncate_to = offset
+        self.event(type="truncate", epoch=self.epoch, offset=offset, reason=reason)
+
+    def set_hw(self, hw: int) -> None:
+        if hw > self.hw:
+            self.hw = hw
+            self.event(type="high-watermark", epoch=self.epoch, hw=hw)
+
+    def random_election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return self.rng.randrange(t, 2 * t)
+
+    def election_backoff(self) -> int:
+        self.election_retries += 1
+        limit = 2 << min(self.election_retries - 1, 16)
+        return max(
+            self.config.retry_backoff_ms,
+            min(_BACKOFF_BASE_MS * self.rng.randrange(limit), self.config.election_backoff_max_ms),
+        )
+
+    def responder_leader(self) -> int:
+        return self.leader_id if self.leader_id is not None else NO_LEADER
+
+    def cluster_ok(self, cluster_id: str | None) -> bool:
+        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+
+    # --- the shared epoch rule ------------------------------------------------------------------
+
+    def on_message(self, src: int, msg: Message) -> None:
+        handler = _HANDLERS.get(type(msg))
+        if handler is None:
+            raise TypeError(f"RaftCore: not a Raft message: {msg!r}")
+        handler(self, src, msg)
+
+    def observe_leader(self, leader_id: int, epoch: int) -> bool:
+        """Every response names the responder's epoch and leader: a newer epoch, or a leader for our
+        epoch when we know none, moves us there. Returns True when it changed the state."""
+        if epoch > self.epoch:
+            if leader_id not in (NO_LEADER, self.node_id):
+                self.become_follower(epoch, leader_id)
+            else:
+                self.become_unattached(epoch)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and self.leader_id is None
+        ):
+            self.become_follower(epoch, leader_id)
+            return True
+        return False
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    def _set_state(self, state: State) -> None:
+        old = self.state
+        self.state = state
+        if isinstance(old, Leader) and not isinstance(state, Leader):
+            replication.fail_pending(self, old)
+        name = state.name
+        if not self.is_voter and name in ("unattached", "follower"):
+            name = "observer"
+        self.event(type="state", state=name, epoch=self.epoch, leader=self.leader_id,
+                   voted_for=self.voted_id)
+
+    def _new_unattached(self) -> Unattached:
+        if self.is_voter:
+            return Unattached(election_deadline=self.now + self.random_election_timeout())
+        return Unattached()
+
+    def become_unattached(self, epoch: int, backoff: int | None = None) -> None:
+        if epoch > self.epoch:
+            self.epoch, self.voted_id = epoch, None
+        self.leader_id = None
+        self.persist()
+        state = self._new_unattached()
+        if backoff is not None and self.is_voter:
+            state.election_deadline = self.now + backoff
+        self._set_state(state)
+        if not self.is_voter:
+            replication.maybe_fetch(self)
+
+    def become_follower(self, epoch: int, leader_id: int) -> None:
+        if epoch > self.epoch:
+            self.voted_id = None
+        self.epoch, self.leader_id = epoch, leader_id
+        self.election_retries = 0
+        self.persist()
+        self._set_state(Follower(fetch_deadline=self.now + self.config.fetch_timeout_ms))
+        replication.maybe_fetch(self)
+
+    def start_election(self) -> None:
+        """The election timer fired: pre-vote first when enabled, else a real candidacy."""
+        if not self.is_voter and not self.config.has("observer-campaign"):
+            return
+        if self.config.pre_vote:
+            state = Prospective(election_deadline=self.now + self.random_election_timeout())
+            state.granted.add(self.node_id)
+            self._set_state(state)
+            election.request_votes(self, pre_vote=True)
+            election.maybe_win(self)
+        else:
+            self.become_candidate()
+
+    def become_candidate(self) -> None:
+        self.epoch, self.leader_id, self.voted_id = self.epoch + 1, None, self.node_id
+        self.persist()
+        state = Candidate(election_deadline=self.now + self.random_election_timeout())
+        state.granted.add(self.node_id)
+        self._set_state(state)
+        election.request_votes(self, pre_vote=False)
+        election.maybe_win(self)
+
+    def _become_leader(self, restart: bool = False) -> None:
+        self.leader_id = self.node_id
+        self.election_retries = 0
+        self.persist()
+        start = self.log.epoch_start(self.epoch) if restart else None
+        if start is None:
+            start = self.log.end_offset
+            change = Entry(start, self.epoch, EntryKind.LEADER_CHANGE, str(self.node_id).encode())
+            self.append_entries([change])
+        state = Leader(
+            epoch_start=start,
+            check_quorum_deadline=self.now + self.config.check_quorum_timeout_ms,
+        )
+        for v in self.voters.ids:
+            if v != self.node_id:
+                state.progress[v] = ReplicaProgress()
+        state.fetched_since_check.add(self.node_id)
+        self._set_state(state)
+        election.send_begin_quorum(self)
+        replication.update_hw(self)
+
+    def become_leader(self) -> None:
+        self._become_leader()
+
+    def _new_resigned(self, successors: tuple[int, ...]) -> Resigned:
+        state = Resigned(
+            election_deadline=self.now + self.random_election_timeout(),
+            preferred_successors=successors,
+        )
+        state.unacked = {v for v in self.voters.ids if v != self.node_id}
+        return state
+
+    def resign(self) -> None:
+        """Leader -> Resigned: tell the voters, most caught-up successor first."""
+        state = self.state
+        successors: tuple[int, ...] = ()
+        if isinstance(state, Leader):
+            successors = tuple(
+                sorted(state.progress, key=lambda v: (-state.progress[v].end_offset, v))
+            )
+            successors = tuple(v for v in successors if v in self.voters)
+        self._set_state(self._new_resigned(successors))
+        election.send_end_quorum(self)
+
+    # --- time and shutdown ----------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        if now_ms > self.now:
+            self.now = now_ms
+        _TICKS[type(self.state)](self)
+
+    def on_shutdown(self) -> None:
+        if self.shutting_down:
+            return
+        if isinstance(self.state, Leader):
+            self.resign()
+        self.shutting_down = True
+        if isinstance(self.state, Resigned):
+            self.state.election_deadline = NEVER
+
+
+def _tick_unattached(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Unattached)
+    campaigns = core.is_voter or core.config.has("observer-campaign")
+    if campaigns and state.election_deadline != NEVER and core.now >= state.election_deadline:
+        core.start_election()
+        return
+    if not core.is_voter:
+        replication.maybe_fetch(core)
+
+
+def _tick_follower(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Follower)
+    if core.now >= state.fetch_deadline:
+        if core.is_voter or core.config.has("observer-campaign"):
+            core.start_election()
+        else:
+            core.become_unattached(core.epoch)
+            replication.maybe_fetch(core)
+        return
+    replication.maybe_fetch(core)
+
+
+def _tick_prospective(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Prospective)
+    if core.now >= state.election_deadline:
+        election.lose_prevote(core)
+        return
+    election.resend_votes(core, pre_vote=True)
+
+
+def _tick_candidate(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Candidate)
+    if state.backoff_until is not None:
+        if core.now >= state.backoff_until:
+            core.start_election() if core.config.pre_vote else core.become_candidate()
+        return
+    if core.now >= state.election_deadline:
+        state.backoff_until = core.now + core.election_backoff()
+        return
+    election.resend_votes(core, pre_vote=False)
+
+
+def _tick_leader(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Leader)
+    if core.now >= state.check_quorum_deadline and not core.config.has("no-check-quorum"):
+        core.resign()
+        return
+    if core.now >= state.check_quorum_deadline:
+        state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
+    election.send_begin_quorum(core)
+    replication.expire_parked(core)
+
+
+def _tick_resigned(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Resigned)
+    if core.now >= state.election_deadline and not core.shutting_down:
+        core.start_election()
+        return
+    election.send_end_quorum(core)
+
+
+_TICKS = {
+    Unattached: _tick_unattached,
+    Follower: _tick_follower,
+    Prospective: _tick_prospective,
+    Candidate: _tick_candidate,
+    Leader: _tick_leader,
+    Resigned: _tick_resigned,
+}
+
+_HANDLERS: dict[type, Any] = {
+    VoteRequest: election.on_vote_request,
+    VoteResponse: election.on_vote_response,
+    BeginQuorumEpochRequest: election.on_begin_quorum_request,
+    BeginQuorumEpochResponse: election.on_begin_quorum_response,
+    EndQuorumEpochRequest: election.on_end_quorum_request,
+    EndQuorumEpochResponse: election.on_end_quorum_response,
+    FetchRequest: replication.on_fetch_request,
+    FetchResponse: replication.on_fetch_response,
+}

@@ -1,0 +1,271 @@
+"""Elections: Vote (and PreVote), BeginQuorumEpoch and EndQuorumEpoch, as KIP-595 lists them.
+
+Request handling follows the KIP's numbered steps; the validation shared by voter-only requests
+(cluster id, voter key, stale epoch, voter set) is one table-like function, so every handler answers
+the same error for the same fault.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reference_node.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    ErrorCode,
+    VoteRequest,
+    VoteResponse,
+)
+from reference_node.raft.states import Candidate, Follower, Leader, Prospective, Resigned
+
+if TYPE_CHECKING:
+    from reference_node.raft.core import RaftCore
+
+
+def validate_voter_request(
+    core: RaftCore, cluster_id: str | None, voter_id: int, epoch: int, sender: int
+) -> ErrorCode | None:
+    """Checks shared by Vote, BeginQuorumEpoch and EndQuorumEpoch, in Kafka's order."""
+    if not core.cluster_ok(cluster_id):
+        return ErrorCode.inconsistent_cluster_id
+    if voter_id >= 0 and voter_id != core.node_id:
+        return ErrorCode.invalid_voter_key
+    if epoch < core.epoch:
+        return ErrorCode.fenced_leader_epoch
+    if not core.is_voter or sender not in core.voters:
+        return ErrorCode.inconsistent_voter_set
+    return None
+
+
+# --- Vote -----------------------------------------------------------------------------------------
+
+
+def log_up_to_date(core: RaftCore, last_epoch: int, end_offset: int) -> bool:
+    """The candidate's log is at least as up to date as ours: later last epoch, or same and longer."""
+    if core.config.has("no-log-check"):
+        return True
+    return (last_epoch, end_offset) >= (core.log.last_epoch, core.log.end_offset)
+
+
+def can_grant(core: RaftCore, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+    state = core.state
+    if isinstance(state, Leader):
+        return False
+    if pre_vote:
+        # KIP-996: a follower that heard from its leader within the fetch timeout keeps it.
+        if (
+            isinstance(state, Follower)
+            and state.last_fetch_ok_ms is not None
+            and core.now - state.last_fetch_ok_ms < core.config.fetch_timeout_ms
+        ):
+            return False
+        return up_to_date
+    if isinstance(state, Resigned):
+        return False
+    if core.voted_id is not None:
+        return core.voted_id == candidate  # one vote per epoch
+    if core.leader_id is not None:
+        return False
+    return up_to_date
+
+
+def on_vote_request(core: RaftCore, src: int, req: VoteRequest) -> None:
+    error = validate_voter_request(
+        core, req.cluster_id, req.voter_id, req.candidate_epoch, req.candidate_id
+    )
+    granted = False
+    if error is None:
+        if req.candidate_epoch > core.epoch and not req.pre_vote:
+            core.become_unattached(req.candidate_epoch)
+        up_to_date = log_up_to_date(core, req.last_offset_epoch, req.last_offset)
+        granted = can_grant(core, req.candidate_id, up_to_date, req.pre_vote)
+        if granted and not req.pre_vote and core.voted_id is None:
+            core.voted_id = req.candidate_id
+            core.persist()  # the vote is durable before the response leaves (unless forget-vote)
+            core.event(type="state", state=core.state.name, epoch=core.epoch, leader=core.leader_id,
+                       voted_for=core.voted_id)
+    core.send(
+        src,
+        VoteResponse(
+            error or ErrorCode.none, core.responder_leader(), core.epoch, granted, req.pre_vote
+        ),
+    )
+
+
+def request_votes(core: RaftCore, pre_vote: bool) -> None:
+    state = core.state
+    assert isinstance(state, Prospective | Candidate)
+    for v in core.voters.sorted():
+        if v != core.node_id:
+            _send_vote(core, v, pre_vote)
+
+
+def _send_vote(core: RaftCore, dst: int, pre_vote: bool) -> None:
+    state = core.state
+    assert isinstance(state, Prospective | Candidate)
+    epoch = core.epoch + 1 if pre_vote else core.epoch
+    core.send(
+        dst,
+        VoteRequest(
+            core.cluster_id, epoch, core.node_id, core.log.last_epoch, core.log.end_offset,
+            pre_vote, dst,
+        ),
+    )
+    state.vote_sent[dst] = core.now
+
+
+def resend_votes(core: RaftCore, pre_vote: bool) -> None:
+    state = core.state
+    assert isinstance(state, Prospective | Candidate)
+    timeout = core.config.request_timeout_ms
+    for dst, sent in sorted(state.vote_sent.items()):
+        if core.now - sent >= timeout:
+            _send_vote(core, dst, pre_vote)
+
+
+def on_vote_response(core: RaftCore, src: int, resp: VoteResponse) -> None:
+    if core.observe_leader(resp.leader_id, resp.leader_epoch):
+        return
+    state = core.state
+    if isinstance(state, Prospective) and resp.pre_vote:
+        if resp.leader_epoch > core.epoch + 1:
+            return
+    elif isinstance(state, Candidate) and not resp.pre_vote and state.backoff_until is None:
+        if resp.leader_epoch != core.epoch:
+            return
+    else:
+        return
+    state.vote_sent.pop(src, None)
+    if resp.error == ErrorCode.none and resp.vote_granted:
+        state.granted.add(src)
+        state.rejected.discard(src)
+    else:
+        state.rejected.add(src)
+    maybe_win(core)
+
+
+def maybe_win(core: RaftCore) -> None:
+    """Count the round: a majority of granted votes wins it, a majority of refusals loses it."""
+    state = core.state
+    if not isinstance(state, Prospective | Candidate):
+        return
+    majority = core.voters.majority
+    granted = sum(1 for v in state.granted if v in core.voters)
+    if granted >= majority:
+        if isinstance(state, Prospective):
+            core.become_candidate()
+        else:
+            core.become_leader()
+    elif len(state.rejected) >= majority:
+        if isinstance(state, Prospective):
+            lose_prevote(core)
+        elif state.backoff_until is None:
+            state.backoff_until = core.now + core.election_backoff()
+
+
+def lose_prevote(core: RaftCore) -> None:
+    """A lost pre-vote goes back to the leader it had, or waits out a backoff unattached."""
+    if core.leader_id is not None and core.leader_id != core.node_id:
+        core.become_follower(core.epoch, core.leader_id)
+    else:
+        core.become_unattached(core.epoch, backoff=core.election_backoff())
+
+
+# --- BeginQuorumEpoch -----------------------------------------------------------------------------
+
+
+def send_begin_quorum(core: RaftCore) -> None:
+    """Until each voter endorses the new leader (by answering, or by fetching in its epoch)."""
+    state = core.state
+    assert isinstance(state, Leader)
+    timeout = core.config.request_timeout_ms
+    for v in core.voters.sorted():
+        if v == core.node_id or v in state.endorsed:
+            continue
+        sent = state.begin_sent.get(v)
+        if sent is None or core.now - sent >= timeout:
+            core.send(v, BeginQuorumEpochRequest(core.cluster_id, core.node_id, core.epoch, v))
+            state.begin_sent[v] = core.now
+
+
+def on_begin_quorum_request(core: RaftCore, src: int, req: BeginQuorumEpochRequest) -> None:
+    error = validate_voter_request(core, req.cluster_id, req.voter_id, req.leader_epoch,
+                                   req.leader_id)
+    if error is None:
+        if req.leader_epoch == core.epoch and core.leader_id not in (None, req.leader_id):
+            # Another leader for an epoch whose leader we know: the KIP says reject it.
+            error = ErrorCode.invalid_request
+        elif req.leader_epoch > core.epoch or core.leader_id is None:
+            core.become_follower(req.leader_epoch, req.leader_id)
+    core.send(
+        src, BeginQuorumEpochResponse(error or ErrorCode.none, core.responder_leader(), core.epoch)
+    )
+
+
+def on_begin_quorum_response(core: RaftCore, src: int, resp: BeginQuorumEpochResponse) -> None:
+    if core.observe_leader(resp.leader_id, resp.leader_epoch):
+        return
+    state = core.state
+    if not isinstance(state, Leader):
+        return
+    if resp.error == ErrorCode.none and resp.leader_epoch == core.epoch:
+        state.endorsed.add(src)
+        state.begin_sent.pop(src, None)
+    else:
+        # Try again after the retry backoff rather than the full request timeout.
+        state.begin_sent[src] = core.now - core.config.request_timeout_ms + core.config.retry_backoff_ms
+
+
+# --- EndQuorumEpoch -------------------------------------------------------------------------------
+
+
+def send_end_quorum(core: RaftCore) -> None:
+    state = core.state
+    assert isinstance(state, Resigned)
+    timeout = core.config.request_timeout_ms
+    for v in sorted(state.unacked):
+        sent = state.end_sent.get(v)
+        if sent is None or core.now - sent >= timeout:
+            core.send(
+                v,
+                EndQuorumEpochRequest(
+                    core.cluster_id, core.node_id, core.epoch, state.preferred_successors
+                ),
+            )
+            state.end_sent[v] = core.now
+
+
+def successor_delay_ms(core: RaftCore, successors: tuple[int, ...]) -> int:
+    """Election delay after EndQuorumEpoch: 0 for the first successor, then growing with the
+    position (retry backoff x 2^position, capped); the backoff maximum when not listed."""
+    cap = core.config.election_backoff_max_ms
+    if core.node_id not in successors:
+        return cap
+    position = successors.index(core.node_id)
+    if position == 0:
+        return 0
+    return min(cap, core.config.retry_backoff_ms << position)
+
+
+def on_end_quorum_request(core: RaftCore, src: int, req: EndQuorumEpochRequest) -> None:
+    error = validate_voter_request(core, req.cluster_id, -1, req.leader_epoch, req.leader_id)
+    if error is None:
+        core.observe_leader(req.leader_id, req.leader_epoch)
+        state = core.state
+        if isinstance(state, Follower) and core.leader_id == req.leader_id:
+            deadline = core.now + successor_delay_ms(core, req.preferred_successors)
+            state.fetch_deadline = min(state.fetch_deadline, deadline)
+    core.send(
+        src, EndQuorumEpochResponse(error or ErrorCode.none, core.responder_leader(), core.epoch)
+    )
+
+
+def on_end_quorum_response(core: RaftCore, src: int, resp: EndQuorumEpochResponse) -> None:
+    if core.observe_leader(resp.leader_id, resp.leader_epoch):
+        return
+    state = core.state
+    if isinstance(state, Resigned) and resp.error == ErrorCode.none:
+        state.unacked.discard(src)
+        state.end_sent.pop(src, None)

@@ -1,0 +1,205 @@
+"""The messages the Raft core exchanges, and the entries of its log.
+
+These are our own frozen, slotted dataclasses, field for field the partition-level data of Kafka's
+Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch (KIP-595, KIP-996 for PreVote, KIP-853 for
+VoterId). The server host maps them to and from kio's wire types; the simulator passes them as they
+are. Topic name and partition index are left out: there is one partition, `__cluster_metadata-0`.
+
+Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `ErrorCode`):
+
+| code | value | when |
+| --- | --- | --- |
+| NONE | 0 | success |
+| INCONSISTENT_CLUSTER_ID | 104 | the request's cluster id is not ours |
+| FENCED_LEADER_EPOCH | 74 | the request's epoch is older than ours |
+| UNKNOWN_LEADER_EPOCH | 75 | a Fetch names an epoch newer than ours |
+| NOT_LEADER_OR_FOLLOWER | 6 | a Fetch (or client request) reached a node that is not the leader |
+| INCONSISTENT_VOTER_SET | 94 | a voter-only request from or to a non-voter |
+| INVALID_VOTER_KEY | 132 | the request's VoterId is not this node |
+| INVALID_REQUEST | 42 | malformed (negative offsets, a LastFetchedEpoch above the epoch, ...) |
+
+Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
+stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "NO_LEADER",
+    "BeginQuorumEpochRequest",
+    "BeginQuorumEpochResponse",
+    "DivergingEpoch",
+    "EndQuorumEpochRequest",
+    "EndQuorumEpochResponse",
+    "Entry",
+    "EntryKind",
+    "ErrorCode",
+    "FetchRequest",
+    "FetchResponse",
+    "Message",
+    "Request",
+    "Response",
+    "VoteRequest",
+    "VoteResponse",
+]
+
+NO_LEADER = -1
+"""Kafka's value for "no leader known" in LeaderId fields."""
+
+
+class EntryKind(enum.Enum):
+    """What a log entry holds: client data, or a control record Raft itself writes."""
+
+    DATA = "data"
+    LEADER_CHANGE = "leader-change"
+    """Written by a new leader as the first entry of its epoch (KIP-595); lets the HW advance."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record of the replicated log.
+
+    `offset` is its position (0-based, dense), `epoch` the leader epoch that appended it. For
+    `EntryKind.DATA` the payload is the record value as the client gave it (the `append` workload
+    uses the ASCII decimal of an integer); for control records it is an opaque encoding the host may
+    ignore (for LEADER_CHANGE: the ASCII decimal of the leader id).
+    """
+
+    offset: int
+    epoch: int
+    kind: EntryKind
+    payload: bytes
+
+    @property
+    def is_control(self) -> bool:
+        return self.kind is not EntryKind.DATA
+
+
+@dataclass(frozen=True, slots=True)
+class DivergingEpoch:
+    """Fetch response field: the leader's log has epoch `epoch` ending at `end_offset` (exclusive),
+    and the fetcher's log diverges after it. The fetcher truncates (see `RaftLog.truncate_to_diverging`)."""
+
+    epoch: int
+    end_offset: int
+
+
+# --- Vote (KIP-595, PreVote from KIP-996) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    """Ask for a vote (or, with `pre_vote`, ask whether a vote would be granted, without any state
+    change on the receiver).
+
+    `candidate_epoch` is the epoch the candidate runs in (for a pre-vote: its current epoch + 1).
+    `last_offset_epoch` / `last_offset` describe the candidate's log: the epoch of its last entry and
+    its log end offset (Kafka sends the end offset, i.e. last offset + 1). `voter_id` is the
+    intended receiver (KIP-853), or -1 when not set.
+    """
+
+    cluster_id: str | None
+    candidate_epoch: int
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool = False
+    voter_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    pre_vote: bool = False
+    """Echo of the request's PreVote flag, so that a late answer is never counted for the wrong
+    kind of round (Kafka matches them by correlation id)."""
+
+
+# --- BeginQuorumEpoch -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    """Sent by a new leader to every voter until each endorses it."""
+
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    voter_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+# --- EndQuorumEpoch -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    """Sent by a resigning leader to every voter. `preferred_successors` is ordered by replicated
+    offset, most up to date first; a successor's election delay grows with its position."""
+
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+# --- Fetch ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A follower's or observer's pull.
+
+    `replica_id` is the fetcher; `current_leader_epoch` is the epoch the fetcher believes in (Kafka's
+    FetchPartition.CurrentLeaderEpoch); `fetch_offset` the next offset it wants (= its flushed log
+    end offset); `last_fetched_epoch` the epoch of the entry just before `fetch_offset` (0 for an
+    empty log); `max_wait_ms` how long the leader may park the fetch when it has nothing new.
+    """
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """`records` are contiguous entries starting at the request's fetch offset (empty when there is
+    nothing new, on error, or when `diverging_epoch` is set). `high_watermark` is -1 while the
+    leader does not know it yet (no entry of its epoch committed)."""
+
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int = -1
+    log_start_offset: int = 0
+    records: tuple[Entry, ...] = ()
+    diverging_epoch: DivergingEpoch | None = None
+
+
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+Message = Request | Response

@@ -1,0 +1,332 @@
+"""Replication by Fetch (pull), the high watermark, and client appends and reads.
+
+Leader side: validate the fetch (KIP-595 Fetch handling steps 1-3), answer records or a
+DivergingEpoch, park a fetch that has nothing new for up to MaxWaitMs, and move the high watermark
+to the offset a majority of voters has flushed, once an entry of the leader's own epoch is in it.
+Follower side: one fetch in flight, from the flushed end of the log; truncate on DivergingEpoch;
+append and ask for a flush; fetch again once the flush is reported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
+from reference_node.raft.messages import (
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+)
+from reference_node.raft.states import (
+    Follower,
+    Leader,
+    PendingAppend,
+    PendingRead,
+    ReplicaProgress,
+    Unattached,
+)
+
+if TYPE_CHECKING:
+    from reference_node.raft.core import RaftCore
+
+
+def own_offset(core: RaftCore) -> int:
+    """What this node counts (leader) or reports (follower) as its log end: flushed only."""
+    return core.log.end_offset if core.config.has("skip-flush") else core.log.flushed_end
+
+
+# --- leader side ----------------------------------------------------------------------------------
+
+
+def validate_fetch(core: RaftCore, req: FetchRequest) -> ErrorCode | None:
+    if not core.cluster_ok(req.cluster_id):
+        return ErrorCode.inconsistent_cluster_id
+    if (
+        req.fetch_offset < 0
+        or req.last_fetched_epoch < 0
+        or req.last_fetched_epoch > req.current_leader_epoch
+        or req.replica_id < 0
+    ):
+        return ErrorCode.invalid_request
+    if req.current_leader_epoch < core.epoch:
+        return ErrorCode.fenced_leader_epoch
+    if req.current_leader_epoch > core.epoch:
+        return ErrorCode.unknown_leader_epoch
+    if not isinstance(core.state, Leader):
+        return ErrorCode.not_leader_or_follower
+    return None
+
+
+def on_fetch_request(core: RaftCore, src: int, req: FetchRequest) -> None:
+    error = validate_fetch(core, req)
+    state = core.state
+    if error is not None or not isinstance(state, Leader):
+        core.send(src, FetchResponse(error or ErrorCode.not_leader_or_follower,
+                                     core.responder_leader(), core.epoch))
+        return
+    rid = req.replica_id
+    diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
+    prog = state.progress.get(rid)
+    if prog is None:
+        prog = state.progress[rid] = ReplicaProgress()
+    prog.last_fetch_ms = core.now
+    if rid in core.voters:
+        state.endorsed.add(rid)
+        state.begin_sent.pop(rid, None)
+        _note_quorum_contact(core, state, rid)
+    if diverging is None:
+        if req.fetch_offset > prog.end_offset:
+            prog.end_offset = req.fetch_offset
+        if req.fetch_offset >= core.log.end_offset:
+            prog.last_caught_up_ms = core.now
+    state.parked.pop(rid, None)
+    if rid in core.voters and diverging is None:
+        update_hw(core)
+    if (
+        diverging is None
+        and req.fetch_offset >= core.log.end_offset
+        and req.max_wait_ms > 0
+        and not state.reads
+    ):
+        state.parked[rid] = (req, core.now + req.max_wait_ms)
+        return
+    core.send(src, _fetch_response(core, state, req))
+
+
+def _note_quorum_contact(core: RaftCore, state: Leader, rid: int) -> None:
+    """Check-quorum bookkeeping, and the confirmation round of pending linearizable reads."""
+    state.fetched_since_check.add(rid)
+    if len(state.fetched_since_check) >= core.voters.majority:
+        state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
+        state.fetched_since_check = {core.node_id}
+    if state.reads:
+        for read in state.reads:
+            read.confirmed.add(rid)
+        answer_reads(core)
+
+
+def _fetch_response(core: RaftCore, state: Leader, req: FetchRequest) -> FetchResponse:
+    hw = core.hw if state.hw_known else -1
+    diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
+    records: tuple[Entry, ...] = ()
+    if diverging is None:
+        records = core.log.read(
+            req.fetch_offset, core.log.end_offset, core.config.fetch_max_entries
+        )
+        # One epoch per response, as one record batch carries one epoch.
+        if records and records[-1].epoch != records[0].epoch:
+            first = records[0].epoch
+            records = tuple(r for r in records if r.epoch == first)
+    return FetchResponse(
+        ErrorCode.none, core.node_id, core.epoch, hw, core.log.start_offset, records, diverging
+    )
+
+
+def wake_parked(core: RaftCore) -> None:
+    """New data, a new high watermark or a read to confirm: answer every parked fetch now."""
+    state = core.state
+    if not isinstance(state, Leader) or not state.parked:
+        return
+    parked = state.parked
+    state.parked = {}
+    for rid in sorted(parked):
+        core.send(rid, _fetch_response(core, state, parked[rid][0]))
+
+
+def expire_parked(core: RaftCore) -> None:
+    state = core.state
+    if not isinstance(state, Leader) or not state.parked:
+        return
+    for rid in sorted(state.parked):
+        req, expiry = state.parked[rid]
+        if core.now >= expiry:
+            del state.parked[rid]
+            core.send(rid, _fetch_response(core, state, req))
+
+
+def update_hw(core: RaftCore) -> None:
+    """Advance the HW to what a majority of voters has flushed, once it covers an entry of this
+    epoch (the LeaderChange record at `epoch_start`). Never backwards."""
+    state = core.state
+    if not isinstance(state, Leader):
+        return
+    offsets = [own_offset(core)]
+    for v in core.voters.ids:
+        if v != core.node_id:
+            prog = state.progress.get(v)
+            offsets.append(prog.end_offset if prog is not None else -1)
+    offsets.sort(reverse=True)
+    candidate = offsets[core.voters.majority - 1]
+    if candidate <= state.epoch_start and not core.config.has("early-high-watermark"):
+        return
+    if candidate > core.hw or (not state.hw_known and candidate >= core.hw):
+        state.hw_known = True
+        core.set_hw(candidate)
+        _answer_appends(core, state)
+        answer_reads(core)
+        wake_parked(core)
+
+
+def _answer_appends(core: RaftCore, state: Leader) -> None:
+    done = [a for a in state.appends if a.offsets[-1] < core.hw]
+    if not done:
+        return
+    state.appends = [a for a in state.appends if a.offsets[-1] >= core.hw]
+    for a in done:
+        core.reply(AppendReply(a.request_id, ErrorCode.none, a.offsets,
+                               leader_id=core.node_id, leader_epoch=core.epoch))
+
+
+def answer_reads(core: RaftCore) -> None:
+    state = core.state
+    if not isinstance(state, Leader) or not state.hw_known or not state.reads:
+        return
+    majority = core.voters.majority
+    waiting = []
+    for read in state.reads:
+        if len(read.confirmed) >= majority:
+            _reply_read(core, read.request_id, read.from_offset)
+        else:
+            waiting.append(read)
+    state.reads = waiting
+
+
+def _reply_read(core: RaftCore, request_id: int, from_offset: int) -> None:
+    records = core.log.read(from_offset, core.hw)
+    core.reply(ReadReply(request_id, ErrorCode.none, core.hw, records, core.node_id, core.epoch))
+
+
+def fail_pending(core: RaftCore, old: Leader) -> None:
+    """Leadership lost: appended-but-uncommitted requests may still commit (indeterminate)."""
+    leader = core.leader_id if core.leader_id != core.node_id else None
+    for a in old.appends:
+        core.reply(AppendReply(a.request_id, ErrorCode.not_leader_or_follower, (), True,
+                               leader, core.epoch))
+    for r in old.reads:
+        core.reply(ReadReply(r.request_id, ErrorCode.not_leader_or_follower, -1, (), leader,
+                             core.epoch))
+    old.appends, old.reads = [], []
+
+
+# --- client requests ------------------------------------------------------------------------------
+
+
+def _not_leader_hint(core: RaftCore) -> int | None:
+    return core.leader_id if core.leader_id != core.node_id else None
+
+
+def on_client_append(core: RaftCore, req: ClientAppend) -> None:
+    state = core.state
+    if not isinstance(state, Leader) or core.shutting_down:
+        core.reply(AppendReply(req.request_id, ErrorCode.not_leader_or_follower, (), False,
+                               _not_leader_hint(core), core.epoch))
+        return
+    if not req.payloads:
+        core.reply(AppendReply(req.request_id, ErrorCode.invalid_request, (), False,
+                               core.node_id, core.epoch))
+        return
+    start = core.log.end_offset
+    entries = [
+        Entry(start + i, core.epoch, EntryKind.DATA, payload)
+        for i, payload in enumerate(req.payloads)
+    ]
+    core.append_entries(entries)
+    state.appends.append(PendingAppend(req.request_id, tuple(e.offset for e in entries)))
+    update_hw(core)  # a single-voter quorum (or skip-flush) may commit at once
+    wake_parked(core)
+
+
+def on_client_read(core: RaftCore, req: ClientRead) -> None:
+    state = core.state
+    if not isinstance(state, Leader) or core.shutting_down:
+        core.reply(ReadReply(req.request_id, ErrorCode.not_leader_or_follower, -1, (),
+                             _not_leader_hint(core), core.epoch))
+        return
+    if req.from_offset < core.log.start_offset:
+        core.reply(ReadReply(req.request_id, ErrorCode.offset_out_of_range, -1, (),
+                             core.node_id, core.epoch))
+        return
+    if core.config.has("stale-leader-reads"):
+        _reply_read(core, req.request_id, req.from_offset)
+        return
+    state.reads.append(PendingRead(req.request_id, req.from_offset, {core.node_id}))
+    answer_reads(core)
+    wake_parked(core)  # start the confirming round of fetches now
+
+
+# --- follower side --------------------------------------------------------------------------------
+
+
+def on_flushed(core: RaftCore, end_offset: int) -> None:
+    end = min(end_offset, core.log.end_offset)
+    if end > core.log.flushed_end:
+        core.log.flushed_end = end
+    if isinstance(core.state, Leader):
+        update_hw(core)
+    else:
+        maybe_fetch(core)
+
+
+def fetch_target(core: RaftCore) -> int | None:
+    """The leader when known; an observer without one asks a random voter (bootstrap)."""
+    if core.leader_id is not None and core.leader_id != core.node_id:
+        return core.leader_id
+    if isinstance(core.state, Unattached) and not core.is_voter:
+        others = [v for v in core.voters.sorted() if v != core.node_id]
+        return core.rng.choice(others) if others else None
+    return None
+
+
+def maybe_fetch(core: RaftCore) -> None:
+    state = core.state
+    if not isinstance(state, Follower | Unattached):
+        return
+    if isinstance(state, Unattached) and core.is_voter:
+        return
+    if state.fetch_sent_ms is not None:
+        if core.now - state.fetch_sent_ms < core.config.request_timeout_ms:
+            return
+    elif core.now < state.fetch_retry_at:
+        return
+    offset = own_offset(core)
+    if offset < core.log.end_offset:
+        return  # fetch again once the flush is reported (Kafka flushes before the next fetch)
+    target = fetch_target(core)
+    if target is None:
+        return
+    last_epoch = core.log.epoch_at(offset - 1) if offset > core.log.start_offset else (
+        core.log.start_epoch
+    )
+    core.send(target, FetchRequest(core.cluster_id, core.node_id, core.epoch, offset, last_epoch,
+                                   core.config.fetch_max_wait_ms))
+    state.fetch_sent_ms = core.now
+
+
+def on_fetch_response(core: RaftCore, src: int, resp: FetchResponse) -> None:
+    state = core.state
+    if not isinstance(state, Follower | Unattached) or state.fetch_sent_ms is None:
+        core.observe_leader(resp.leader_id, resp.leader_epoch)
+        return
+    if core.observe_leader(resp.leader_id, resp.leader_epoch):
+        return
+    if resp.error != ErrorCode.none or src != core.leader_id or resp.leader_epoch != core.epoch:
+        state.fetch_sent_ms = None
+        state.fetch_retry_at = core.now + core.config.retry_backoff_ms
+        return
+    assert isinstance(state, Follower)
+    state.fetch_sent_ms = None
+    state.last_fetch_ok_ms = core.now
+    state.fetch_deadline = core.now + core.config.fetch_timeout_ms
+    if resp.diverging_epoch is not None:
+        core.truncate(core.log.truncation_offset(resp.diverging_epoch), "diverging-epoch")
+    elif resp.records:
+        if resp.records[0].offset != core.log.end_offset:
+            maybe_fetch(core)
+            return  # an answer to an older fetch (retry or duplicate): ignore it
+        core.append_entries(resp.records)
+    if resp.high_watermark >= 0 and resp.diverging_epoch is None:
+        core.set_hw(min(resp.high_watermark, core.log.end_offset))
+    maybe_fetch(core)
+

@@ -1,0 +1,42 @@
+"""The faults the simulator injects, and how each one starts (`Nemesis.start`).
+
+Each fault is named (the `--faults` vocabulary) and starts from the nemesis random stream, so the
+same seed gives the same schedule. One fault is active at a time; the nemesis stops it after a
+random duration, waits, and starts the next. At the heal time every fault stops and every stopped
+node restarts, and the liveness clock starts.
+"""
+
+from __future__ import annotations
+
+FAULTS: dict[str, str] = {
+    "drop": "lose messages at random",
+    "delay": "add up to 200 ms to every message",
+    "duplicate": "deliver some messages twice",
+    "reorder": "random jitter, so messages overtake each other",
+    "partition-halves": "split the nodes in two random halves",
+    "partition-isolate": "cut one random node off",
+    "partition-leader": "cut the leader off from the other nodes (clients still reach it)",
+    "partition-ring": "a majority ring: each node reaches only its two neighbours",
+    "partition-bridge": "two halves joined by one bridge node",
+    "crash": "kill nodes (one, the leader, or a majority at once), losing unflushed data; "
+    "restart later",
+    "shutdown": "graceful shutdown (a leader resigns with EndQuorumEpoch); restart later",
+}
+
+NETWORK_FAULTS = ("drop", "delay", "duplicate", "reorder")
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """`all`, `none`, or a comma list of fault names. Raises ValueError listing the valid ones."""
+    text = text.strip()
+    if text == "all":
+        return tuple(FAULTS)
+    if text in ("none", ""):
+        return ()
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise ValueError(
+            f"unknown fault(s) {', '.join(unknown)}; valid: all, none, {', '.join(FAULTS)}"
+        )
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,69 @@
+"""The simulated network: per-message latency, loss, duplication, reordering, and partitions.
+
+A partition is a set of blocked directed links, checked when a message would be delivered, so a
+message in flight when a partition starts is lost as it would be on a cut wire. Clients sit outside
+every partition (the harness's clients reach every node: "the leader isolated while clients still
+reach it").
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+SHIFT = 10  # node ids are below 1024 in a simulation
+
+
+class Network:
+    __slots__ = ("blocked", "delay_max", "drop_p", "dup_p", "jitter_max", "rng")
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.blocked: set[int] = set()
+        self.drop_p = 0.0
+        self.dup_p = 0.0
+        self.delay_max = 0
+        self.jitter_max = 0
+
+    def heal(self) -> None:
+        self.blocked.clear()
+        self.drop_p = self.dup_p = 0.0
+        self.delay_max = self.jitter_max = 0
+
+    def link_ok(self, src: int, dst: int) -> bool:
+        return ((src << SHIFT) | dst) not in self.blocked
+
+    def latencies(self, now: int) -> list[int]:
+        """Delivery times of one message sent now: none when dropped, two when duplicated."""
+        rng = self.rng
+        if self.drop_p and rng.random() < self.drop_p:
+            return []
+        lat = now + 1 + rng.randrange(3)
+        if self.delay_max:
+            lat += rng.randrange(self.delay_max)
+        if self.jitter_max:
+            lat += rng.randrange(self.jitter_max)
+        if self.dup_p and rng.random() < self.dup_p:
+            return [lat, lat + 1 + rng.randrange(20)]
+        return [lat]
+
+    def partition(self, groups: Sequence[Iterable[int]], nodes: Iterable[int]) -> None:
+        """Only nodes sharing a group talk; a node in no group talks to no one."""
+        member: dict[int, set[int]] = {}
+        for i, group in enumerate(groups):
+            for n in group:
+                member.setdefault(n, set()).add(i)
+        all_nodes = sorted(nodes)
+        self.blocked.clear()
+        for a in all_nodes:
+            for b in all_nodes:
+                if a != b and not (member.get(a, set()) & member.get(b, set())):
+                    self.blocked.add((a << SHIFT) | b)
+
+    def connect_only(self, edges: Iterable[tuple[int, int]], nodes: Iterable[int]) -> None:
+        """Only the given undirected links work (for rings)."""
+        ok = {(a << SHIFT) | b for a, b in edges} | {(b << SHIFT) | a for a, b in edges}
+        all_nodes = sorted(nodes)
+        self.blocked = {
+            (a << SHIFT) | b for a in all_nodes for b in all_nodes if a != b
+        } - ok

@@ -1,0 +1,151 @@
+"""One small class per Raft state; each holds only what that state needs (its timers, its round).
+
+The epoch, leader and vote are the core's (they are the persisted quorum state); a state object is
+replaced wholesale on every transition, so nothing leaks from one state into the next. `deadline()`
+is the earliest time at which the state wants a Tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reference_node.raft.messages import FetchRequest
+
+NEVER = 1 << 62
+
+
+def _fetch_deadline(sent: int | None, retry_at: int, now: int, request_timeout: int) -> int:
+    """A fetch in flight times out; a refused one is retried; otherwise the flush report (or a
+    response) triggers the next fetch, not the clock."""
+    if sent is not None:
+        return sent + request_timeout
+    return retry_at if retry_at > now else NEVER
+
+
+def _min_sent(sent: dict[int, int], timeout: int) -> int:
+    return min(sent.values()) + timeout if sent else NEVER
+
+
+@dataclass(slots=True)
+class Unattached:
+    """No leader known in this epoch (maybe a vote cast). A voter campaigns at `election_deadline`;
+    an observer instead fetches from random voters until one names the leader."""
+
+    name = "unattached"
+    election_deadline: int = NEVER
+    fetch_sent_ms: int | None = None
+    fetch_retry_at: int = 0
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        if self.election_deadline != NEVER:
+            return self.election_deadline
+        return _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
+
+
+@dataclass(slots=True)
+class Prospective:
+    """Pre-vote (KIP-996): asks whether votes would be granted, without bumping the epoch. Keeps
+    the leader it had, so that losing sends it back to that leader."""
+
+    name = "prospective"
+    election_deadline: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    vote_sent: dict[int, int] = field(default_factory=dict)
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        return min(self.election_deadline, _min_sent(self.vote_sent, request_timeout))
+
+
+@dataclass(slots=True)
+class Candidate:
+    """Voted for itself in a new epoch; leader on a majority, else backs off and tries again."""
+
+    name = "candidate"
+    election_deadline: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    vote_sent: dict[int, int] = field(default_factory=dict)
+    backoff_until: int | None = None
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        if self.backoff_until is not None:
+            return self.backoff_until
+        return min(self.election_deadline, _min_sent(self.vote_sent, request_timeout))
+
+
+@dataclass(slots=True)
+class Follower:
+    """Fetches from the leader; campaigns (a voter) or looks for a leader (an observer) when no
+    fetch has succeeded within the fetch timeout."""
+
+    name = "follower"
+    fetch_deadline: int
+    fetch_sent_ms: int | None = None
+    fetch_retry_at: int = 0
+    last_fetch_ok_ms: int | None = None
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        nxt = _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
+        return min(self.fetch_deadline, nxt)
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    request_id: int
+    offsets: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class PendingRead:
+    request_id: int
+    from_offset: int
+    confirmed: set[int]
+
+
+@dataclass(slots=True)
+class Leader:
+    """Appends, answers fetches, advances the high watermark, checks it still has a quorum."""
+
+    name = "leader"
+    epoch_start: int
+    check_quorum_deadline: int
+    progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    endorsed: set[int] = field(default_factory=set)
+    begin_sent: dict[int, int] = field(default_factory=dict)
+    fetched_since_check: set[int] = field(default_factory=set)
+    parked: dict[int, tuple[FetchRequest, int]] = field(default_factory=dict)
+    appends: list[PendingAppend] = field(default_factory=list)
+    reads: list[PendingRead] = field(default_factory=list)
+    hw_known: bool = False
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))
+        for _, expiry in self.parked.values():
+            d = min(d, expiry)
+        return d
+
+
+@dataclass(slots=True)
+class Resigned:
+    """A leader that stepped down (check-quorum, shutdown, restart): never leads this epoch again;
+    tells the voters with EndQuorumEpoch, then campaigns for the next epoch."""
+
+    name = "resigned"
+    election_deadline: int
+    preferred_successors: tuple[int, ...]
+    unacked: set[int] = field(default_factory=set)
+    end_sent: dict[int, int] = field(default_factory=dict)
+
+    def deadline(self, now: int, request_timeout: int) -> int:
+        return min(self.election_deadline, _min_sent(self.end_sent, request_timeout))
+
+
+State = Unattached | Prospective | Candidate | Follower | Leader | Resigned

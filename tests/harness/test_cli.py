@@ -1,0 +1,132 @@
+"""`kraft test` and `kraft clean` end to end, with the toy target (tests/harness/toy_target.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import clean_cli, test_cli
+from harness.backends import pids
+
+HERE = Path(__file__).parent
+TOY = "toy_target:ToyTarget"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--target", "nope"],
+    ["--workload", "bank"],
+    ["--nemesis", "partition,meteor"],
+    ["--partition-shapes", "triangle"],
+    ["--backend", "cloud"],
+    ["--time-limit", "-1"],
+    ["--nodes", "0"],
+    ["--node-config", "novalue"],
+    ["--seed", "abc"],
+    ["--no-such-flag"],
+    ["--test-name", "../escape"],
+])
+def test_bad_input_is_one_line_and_exit_64(argv: list[str], capsys: pytest.CaptureFixture[str]
+                                           ) -> None:
+    assert test_cli.main(argv) == 64
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kraft test: ") and "\n" not in err
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "KRAFT_LOCAL_DIR": str(tmp_path / "registry"), "PYTHONUNBUFFERED": "1"}
+
+
+def _kraft(tmp_path: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "test", "--backend", "local", "--target", TOY,
+            "--results-dir", str(tmp_path / "results"), *args]
+
+
+def test_a_toy_run_stores_the_results_layout_and_is_valid(tmp_path: Path) -> None:
+    done = subprocess.run(_kraft(tmp_path, "--time-limit", "3", "--nemesis-interval", "0.5",
+                                 "--rate", "40", "--seed", "5"),
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = (tmp_path / "results" / "latest").resolve()
+    assert run.parent.name == "toy_target.ToyTarget-append-partition+pause+kill"
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 5 and test["nodes"] == ["n1", "n2", "n3"] and test["seeds"]
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [op["index"] for op in history] == list(range(len(history)))
+    nemesis = {op["f"] for op in history if op["process"] == "nemesis"}
+    assert {"start-partition", "stop-partition", "start-pause", "start-kill"} <= nemesis
+    finals = [op for op in history if op.get("final") and op["type"] == "ok"]
+    assert len(finals) == 3
+    assert json.loads((run / "results.json").read_text())["valid"] is True
+    assert (run / "nodes" / "n1" / "log.txt").exists()
+    assert "verdict: VALID" in done.stdout and str(run.name) in done.stdout
+    assert not list((tmp_path / "registry").glob("local/*/pids"))
+
+
+def test_a_system_that_forgets_on_kill_is_invalid(tmp_path: Path) -> None:
+    done = subprocess.run(_kraft(tmp_path, "--time-limit", "4", "--nemesis", "kill",
+                                 "--nemesis-interval", "0.5", "--rate", "40", "--seed", "3",
+                                 "--node-config", "lossy=true"),
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "verdict: INVALID" in done.stdout
+
+
+def _start_and_wait_for_nodes(tmp_path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(_kraft(tmp_path, "--time-limit", "60", "--nemesis", "none"),
+                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if len(_node_records(tmp_path)) == 3:
+            return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the nodes never started")
+
+
+def _node_records(tmp_path: Path) -> list[dict[str, int]]:
+    records = [pids.read_json(p) for p in (tmp_path / "registry").glob("local/*/pids/*.json")]
+    return [r for r in records if r is not None]
+
+
+def _wait_all_dead(records: list[dict[str, int]], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(pids.alive(r) for r in records):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_stops_every_node_and_exits_3(tmp_path: Path) -> None:
+    proc = _start_and_wait_for_nodes(tmp_path)
+    records = _node_records(tmp_path)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out
+    assert "interrupted" in out
+    assert _wait_all_dead(records, 5)
+    assert not list((tmp_path / "registry" / "local").iterdir())
+
+
+def test_sigkill_of_the_harness_leaves_no_node_and_clean_removes_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = _start_and_wait_for_nodes(tmp_path)
+    records = _node_records(tmp_path)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _wait_all_dead(records, 10)  # PR_SET_PDEATHSIG
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    assert clean_cli.main([]) == 0
+    assert "local run directory" in capsys.readouterr().out
+    assert not list((tmp_path / "registry" / "local").iterdir())

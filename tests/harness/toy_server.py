@@ -1,0 +1,57 @@
+"""A toy log server for harness tests: line-delimited JSON over TCP, one log per process.
+
+`--lossy` keeps the log in memory only, so that a kill loses acknowledged appends: a system the
+harness must find invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socketserver
+import threading
+from pathlib import Path
+
+LOCK = threading.Lock()
+LOG: list[int] = []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--lossy", action="store_true")
+    args = parser.parse_args()
+    path = Path(args.data) / "log.txt"
+    if path.exists() and not args.lossy:
+        LOG.extend(int(line) for line in path.read_text().split())
+    out = open(path, "a")  # noqa: SIM115
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            for line in self.rfile:
+                request = json.loads(line)
+                with LOCK:
+                    if request["op"] == "append":
+                        LOG.append(request["value"])
+                        if not args.lossy:
+                            out.write(f"{request['value']}\n")
+                            out.flush()
+                            os.fsync(out.fileno())
+                        reply: dict[str, object] = {"offset": len(LOG) - 1}
+                    else:
+                        start = request["from"]
+                        reply = {"hw": len(LOG),
+                                 "records": [[o, LOG[o]] for o in range(start, len(LOG))]}
+                self.wfile.write(json.dumps(reply).encode() + b"\n")
+                self.wfile.flush()
+
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    socketserver.ThreadingTCPServer.daemon_threads = True
+    with socketserver.ThreadingTCPServer(("127.0.0.1", args.port), Handler) as server:
+        server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

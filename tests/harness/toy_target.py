@@ -1,0 +1,107 @@
+"""A toy target for harness tests: every node runs toy_server.py; clients use only n1's log.
+
+Loadable from the command line as `--target toy_target:ToyTarget` with tests/harness on
+PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend
+from harness.targets.base import DB, Client, Target
+
+SERVER = str(Path(__file__).with_name("toy_server.py"))
+LEADER = "n1"
+
+
+class ToyDB(DB):
+    def __init__(self) -> None:
+        self.config: dict[str, str] = {}
+
+    def setup(self, backend: Backend, nodes: list[str], node_config: dict[str, str]) -> None:
+        self.config = node_config
+        for node in nodes:
+            self.start(backend, node)
+
+    def teardown(self, backend: Backend, nodes: list[str]) -> None:
+        for node in nodes:
+            self.stop(backend, node)
+
+    def start(self, backend: Backend, node: str) -> None:
+        port = backend.bind_address(node, "toy")[1]
+        argv = [sys.executable, SERVER, "--port", str(port), "--data", backend.node_dir(node)]
+        if self.config.get("lossy") == "true":
+            argv.append("--lossy")
+        backend.spawn(node, argv, f"{backend.node_dir(node)}/server.log")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(backend.client_address(node, "toy"), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self, backend: Backend, node: str) -> None:
+        backend.signal(node, signal.SIGCONT)
+        backend.signal(node, signal.SIGTERM)
+        backend.wait_exit(node, 10)
+
+    def collect(self, backend: Backend, node: str, into: Path) -> None:
+        backend.fetch(node, f"{backend.node_dir(node)}/server.log", into)
+        backend.fetch(node, f"{backend.node_dir(node)}/log.txt", into)
+
+    def kill(self, backend: Backend, node: str) -> None:
+        backend.signal(node, signal.SIGKILL)
+
+    def pause(self, backend: Backend, node: str) -> None:
+        backend.signal(node, signal.SIGSTOP)
+
+    def resume(self, backend: Backend, node: str) -> None:
+        backend.signal(node, signal.SIGCONT)
+
+    def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, int | None]:
+        return dict.fromkeys(nodes, LEADER)  # type: ignore[arg-type]
+
+
+class ToyClient(Client):
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.reader: Any = None
+
+    def open(self, backend: Backend, nodes: list[str], node: str) -> None:
+        self.sock = socket.create_connection(backend.client_address(LEADER, "toy"), timeout=2)
+        self.reader = self.sock.makefile("rb")
+
+    def invoke(self, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.sock is not None
+        self.sock.settimeout(timeout)
+        request = {"op": op["f"], **op["value"]}
+        try:
+            self.sock.sendall(json.dumps(request).encode() + b"\n")
+            reply = json.loads(self.reader.readline())
+        except (TimeoutError, OSError, ValueError) as exc:
+            return {**op, "type": "info", "node": LEADER, "error": type(exc).__name__}
+        value = {**op["value"], **reply}
+        return {**op, "type": "ok", "node": LEADER, "value": value}
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+
+
+class ToyTarget(Target):
+    name = "toy"
+    ports = {"toy": 7000}
+
+    def db(self) -> DB:
+        return ToyDB()
+
+    def client(self) -> Client:
+        return ToyClient()

@@ -1,0 +1,137 @@
+"""What `kraft analyze` should find, computed independently: plain json and pandas, no Spark and
+no code from harness.pipeline. The definitions are the ones the summary page states."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import checkers
+
+GROUP = ["target", "workload", "nemesis"]
+
+
+def _verdict(v: Any) -> str:
+    return {True: "true", False: "false"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
+
+
+def _kinds(results: dict[str, Any]) -> list[str]:
+    kinds: set[str] = set()
+    for result in results.get("checkers", {}).values():
+        if result.get("valid") is False:
+            kinds |= set(result.get("anomaly_types") or []) | set(result.get("anomalies") or {})
+    return sorted(kinds)
+
+
+def load(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, set[str]]:
+    """(runs, ops, windows, recoveries, skipped run ids) of every readable run under root."""
+    runs, ops, windows, recoveries, skipped = [], [], [], [], set()
+    for test in sorted(os.listdir(root)):
+        if test.startswith(("_", ".")) or os.path.islink(root / test):
+            continue
+        for stamp in sorted(os.listdir(root / test)):
+            run = root / test / stamp
+            run_id = f"{test}/{stamp}"
+            try:
+                spec = json.loads((run / "test.json").read_text())
+                json.loads((run / "results.json").read_text())
+                history = [json.loads(line) for line in (run / "history.jsonl").open()]
+                verdict = checkers.check_run(run)  # what `kraft check RUN` prints
+            except Exception:
+                skipped.add(run_id)
+                continue
+            key = {"target": spec["target"], "workload": spec["workload"],
+                   "nemesis": "+".join(spec["nemesis"]) or "none"}
+            runs.append({**key, "run_id": run_id, "valid": _verdict(verdict["valid"]),
+                         "anomalies": _kinds(verdict),
+                         "duration_s": (history[-1]["time"] - history[0]["time"]) / 1e9})
+            _ops_and_faults(history, key, run_id, ops, windows, recoveries)
+    return (pd.DataFrame(runs), pd.DataFrame(ops), pd.DataFrame(windows),
+            pd.DataFrame(recoveries), skipped)
+
+
+def _ops_and_faults(history: list[dict[str, Any]], key: dict[str, str], run_id: str,
+                    ops: list[dict[str, Any]], windows: list[dict[str, Any]],
+                    recoveries: list[dict[str, Any]]) -> None:
+    invoked: dict[Any, int] = {}
+    mine: list[dict[str, Any]] = []
+    events = []
+    for op in history:
+        if op["process"] == "nemesis":
+            kind = op["f"].split("-", 1)
+            if op["type"] in ("ok", "info") and kind[0] in ("start", "stop"):
+                events.append((op["time"], kind[0], kind[1]))
+        elif op["type"] == "invoke":
+            invoked[op["process"]] = op["time"]
+        elif op["process"] in invoked:
+            t0 = invoked.pop(op["process"])
+            mine.append({**key, "run_id": run_id, "f": op["f"], "type": op["type"],
+                         "invoke": t0, "time": op["time"], "latency_ms": (op["time"] - t0) / 1e6})
+    end = history[-1]["time"]
+    opened = []
+    for i, (t, what, kind) in enumerate(events):
+        if what == "start":
+            later = [e for e in events[i + 1:] if e[2] == kind]
+            stop = later[0][0] if later and later[0][1] == "stop" else end
+            opened.append((kind, t, stop))
+        nxt = [o["time"] for o in mine if o["type"] == "ok" and o["time"] > t]
+        recoveries.append({**key, "fault": kind, "event": what,
+                           "recovery_ms": (min(nxt) - t) / 1e6 if nxt else None})
+    for o in mine:
+        kinds = {k for k, a, b in opened if a <= o["invoke"] < b}
+        o["in_fault"] = bool(kinds)
+        for k in kinds:
+            windows.append({**key, "fault": k, "type": o["type"]})
+    ops.extend(mine)
+
+
+def summary(runs: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    g = runs.groupby(GROUP)
+    out = pd.DataFrame({
+        "runs": g.size(),
+        "valid": g["valid"].apply(lambda v: int((v == "true").sum())),
+        "invalid": g["valid"].apply(lambda v: int((v == "false").sum())),
+        "duration_s": g["duration_s"].sum(),
+    })
+    go = ops.groupby(GROUP)
+    out["ops"] = go.size()
+    out["ok_ops"] = go["type"].apply(lambda t: int((t == "ok").sum()))
+    faulty = ops[ops["in_fault"]].groupby(GROUP)["type"]
+    out["fault_ops"] = faulty.size()
+    out["fault_ok_ops"] = faulty.apply(lambda t: int((t == "ok").sum()))
+    out = out.fillna({"fault_ops": 0, "fault_ok_ops": 0})
+    out["valid_share"] = out["valid"] / out["runs"]
+    out["throughput_ok_per_s"] = out["ok_ops"] / out["duration_s"]
+    out["availability_during_faults"] = out["fault_ok_ops"] / out["fault_ops"].where(
+        out["fault_ops"] > 0)
+    return out.reset_index()
+
+
+def latency(ops: pd.DataFrame) -> pd.DataFrame:
+    ok = ops[ops["type"] == "ok"].groupby([*GROUP, "f"])["latency_ms"]
+    return pd.DataFrame({"ok_ops": ok.size(), "p50_ms": ok.quantile(0.5),
+                         "p95_ms": ok.quantile(0.95), "p99_ms": ok.quantile(0.99),
+                         "mean_ms": ok.mean()}).reset_index()
+
+
+def anomalies(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = runs.explode("anomalies").dropna(subset=["anomalies"])
+    return (rows.groupby([*GROUP, "anomalies"]).size().rename("runs").reset_index()
+            .rename(columns={"anomalies": "anomaly"}))
+
+
+def availability(windows: pd.DataFrame) -> pd.DataFrame:
+    g = windows.groupby([*GROUP, "fault"])["type"]
+    out = pd.DataFrame({"ops": g.size(), "ok": g.apply(lambda t: int((t == "ok").sum()))})
+    out["availability"] = out["ok"] / out["ops"]
+    return out.reset_index()
+
+
+def recovery(recoveries: pd.DataFrame) -> pd.DataFrame:
+    g = recoveries.groupby([*GROUP, "fault", "event"])["recovery_ms"]
+    return pd.DataFrame({"events": g.size(), "recovered": g.count(), "p50_ms": g.quantile(0.5),
+                         "p99_ms": g.quantile(0.99), "max_ms": g.max()}).reset_index()
