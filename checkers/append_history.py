@@ -57,6 +57,10 @@ class AppendHistory:
     duplicates: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     unsupported: int = 0  # client ops with an f other than append/read
 
+    def index(self, position: int) -> int:
+        """The history index of the op at `position` (they agree in a validated history)."""
+        return int(self.history[position]["index"])
+
     def established(self, value: int) -> int:
         """Position after which `value` is known to be in the log (its ack, or its first read)."""
         append = self.appends.get(value)
@@ -75,7 +79,10 @@ def parse(history: list[Op]) -> AppendHistory:
         if op["type"] == "invoke":
             pending[process] = position
             continue
-        started = pending.pop(process)
+        started = pending.pop(process, None)
+        if started is None:
+            raise InputError(f"op {position}: a completion of process {process} with no invoke "
+                             f"(checkers.history.validate tells more)")
         f = op["f"]
         if f == "append":
             _add_append(parsed, history[started], op, started, position)
@@ -168,20 +175,29 @@ def _observe(parsed: AppendHistory) -> None:
     for read in parsed.reads:
         position, start, hw = read.done, read.start, read.hw
         matching = 0
-        for record in read.records:
-            try:
-                offset, value = record
-            except (TypeError, ValueError):
-                raise InputError(f"op {position}: a record is [offset, value or null], "
-                                 f"got {record!r}") from None
-            if type(offset) is not int or not (value is None or type(value) is int):
-                raise InputError(f"op {position}: a record is [offset, value or null], got {record!r}")
-            if value is None:
-                continue
-            current = value_at.get(offset)
-            if current is None or current[0] != value:
-                see(offset, value, position)
-                current = value_at[offset]
-            if current[0] == value and start <= offset < hw:
-                matching += 1
+        try:
+            for offset, value in read.records:
+                if type(offset) is not int:
+                    raise TypeError
+                if value is None:
+                    continue
+                current = value_at.get(offset)
+                if current is None or current[0] != value:
+                    if type(value) is not int:
+                        raise TypeError
+                    see(offset, value, position)
+                    current = value_at[offset]
+                if current[0] == value and start <= offset < hw:
+                    matching += 1
+        except (TypeError, ValueError):
+            raise InputError(f"op {position}: a record is [offset, value or null], got "
+                             f"{_first_bad(read.records)!r}") from None
         read.matching = matching
+
+
+def _first_bad(records: list[Any]) -> Any:
+    for record in records:
+        if not (isinstance(record, list) and len(record) == 2 and type(record[0]) is int
+                and (record[1] is None or type(record[1]) is int)):
+            return record
+    return None

@@ -19,14 +19,23 @@ NS = 1_000_000_000
 
 
 def figures(history: list[Op]) -> dict[str, Any]:
-    completions = [op for op in history if op["process"] != NEMESIS and op["type"] != "invoke"]
-    ok_times = sorted(int(op["time"]) for op in completions if op["type"] == "ok")
+    ok_times: list[int] = []
     per_second: dict[int, list[int]] = {}
-    for op in completions:
-        bucket = per_second.setdefault(int(op["time"]) // NS, [0, 0])
+    completions = 0
+    for op in history:
+        type_ = op["type"]
+        if type_ == "invoke" or op["process"] == NEMESIS:
+            continue
+        completions += 1
+        time = int(op["time"])
+        bucket = per_second.get(time // NS)
+        if bucket is None:
+            bucket = per_second[time // NS] = [0, 0]
         bucket[1] += 1
-        if op["type"] == "ok":
+        if type_ == "ok":
             bucket[0] += 1
+            ok_times.append(time)
+    ok_times.sort()
     end = int(history[-1]["time"]) if history else 0
     faults = windows(history)
     starts = sorted({w.start for w in faults})
@@ -41,8 +50,8 @@ def figures(history: list[Op]) -> dict[str, Any]:
             "longest_unavailable_s": _longest_gap(ok_times, window.start, until) / NS,
         })
     return {
-        "ok_share": len(ok_times) / len(completions) if completions else None,
-        "completions": len(completions),
+        "ok_share": len(ok_times) / completions if completions else None,
+        "completions": completions,
         "per_second": [[second, ok / total, total] for second, (ok, total) in sorted(per_second.items())],
         "faults": after_faults,
         "longest_unavailable_s": max((float(f["longest_unavailable_s"]) for f in after_faults), default=0.0),

@@ -24,7 +24,7 @@ from checkers.result import Anomalies
 
 def check(parsed: AppendHistory) -> dict[str, Any]:
     found = Anomalies()
-    index = _index(parsed)
+    index = parsed.index
     for offset, first, first_pos, other, other_pos in parsed.conflicts:
         found.add(
             "inconsistent-offsets",
@@ -47,7 +47,7 @@ def check(parsed: AppendHistory) -> dict[str, Any]:
 
 def _unappended(parsed: AppendHistory, found: Anomalies) -> None:
     """Phantom and failed-write-visible: a value read that no successful-or-unknown append wrote."""
-    index = _index(parsed)
+    index = parsed.index
     for value, (offset, position) in parsed.offset_of.items():
         append = parsed.appends.get(value)
         if append is None:
@@ -84,7 +84,7 @@ def _lost(parsed: AppendHistory, found: Anomalies) -> None:
 def _report_missing(
     parsed: AppendHistory, found: Anomalies, read: Read, offsets: list[int], beyond_hw: bool
 ) -> None:
-    index = _index(parsed)
+    index = parsed.index
     shown = {value for _, value in read.records}
     for offset in offsets:
         value = parsed.value_at[offset][0]
@@ -107,12 +107,3 @@ def _report_missing(
             value=value,
             offset=offset,
         )
-
-
-def _index(parsed: AppendHistory) -> Any:
-    history = parsed.history
-
-    def index(position: int) -> int:
-        return int(history[position]["index"])
-
-    return index

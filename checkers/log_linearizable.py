@@ -82,7 +82,7 @@ def _judge_read(
     append_witness: Append | None,
     read_witness: Read | None,
 ) -> None:
-    index = _indices(parsed)
+    index = parsed.index
     if own_best is not None and 2 * own_best.hw > key:
         found.add(
             "nonmonotonic-read",
@@ -108,7 +108,7 @@ def _judge_read(
 
 
 def _judge_append(found: Anomalies, parsed: AppendHistory, append: Append, witness: Append | Read) -> None:
-    index = _indices(parsed)
+    index = parsed.index
     offset = append.offset if append.offset is not None else parsed.offset_of[append.value][0]
     if isinstance(witness, Append):
         what = f"the append of {witness.value} was acknowledged at offset {witness.offset}"
@@ -120,12 +120,3 @@ def _judge_append(found: Anomalies, parsed: AppendHistory, append: Append, witne
         f"{what} (op {index(witness.done)}) before the append of {append.value} "
         f"(op {index(append.invoke)}) began, yet that append is at the lower offset {offset}",
     )
-
-
-def _indices(parsed: AppendHistory) -> Any:
-    history = parsed.history
-
-    def index(position: int) -> int:
-        return int(history[position]["index"])
-
-    return index

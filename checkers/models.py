@@ -35,12 +35,20 @@ class Model(Protocol):
 
     def step(self, state: State, call: Call) -> tuple[bool, State]: ...
 
+    def observes_only(self, call: Call) -> bool:
+        """True when the call never changes the state (whatever the state): the search may place
+        such a call as soon as it fits."""
+        ...
+
 
 class Register:
     name = "register"
 
     def init(self) -> State:
         return None
+
+    def observes_only(self, call: Call) -> bool:
+        return call.known and (call.f == "read" or (call.f == "cas" and call.out is False))
 
     def step(self, state: State, call: Call) -> tuple[bool, State]:
         if call.f == "read":
@@ -67,6 +75,9 @@ class KV:
 
     def init(self) -> State:
         return ()
+
+    def observes_only(self, call: Call) -> bool:
+        return self._register.observes_only(call)
 
     def step(self, state: State, call: Call) -> tuple[bool, State]:
         current = dict(state)

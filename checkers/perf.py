@@ -114,7 +114,7 @@ def _rate(history: list[Op], points: dict[tuple[str, str], Any], path: Path) -> 
             continue
         seconds = np.floor(done).astype(int)
         counts = np.bincount(seconds - seconds.min())
-        xs = np.arange(seconds.min(), seconds.min() + len(counts))
+        xs = np.arange(seconds.min(), seconds.min() + len(counts)) + 0.5  # mid-second
         (line,) = ax.plot(xs, counts, color=TYPE_COLORS.get(type_), label=f"{f} {type_}",
                           linestyle="-" if f == "append" else "--")
         handles.append(line)

@@ -4,11 +4,17 @@ The calls and returns sit in one doubly linked list in history order. The calls 
 return are the operations that may take effect next; the search tries each (the model must accept
 its result) and, if the pair (set of linearized operations, state) is new, lifts the call and its
 return out of the list and goes on from there. When no candidate works, the first return belongs
-to an operation that cannot be placed, and the search backtracks. The
-memo of (set, state) pairs is Lowe's improvement: a configuration already explored is not explored
-again. An operation with an unknown outcome (`info`) returns at the end of time, so it may be
-linearized anywhere after its call or never; reaching such a return means every determinate
-operation has been placed.
+to an operation that cannot be placed, and the search backtracks. The memo of (set, state) pairs
+is Lowe's improvement: a configuration already explored is not explored again.
+
+An operation with an unknown outcome (`info`) returns at the end of time, so it may be linearized
+anywhere after its call or never; reaching such a return means every determinate operation has
+been placed. Two reductions keep the search small, both sound (tests compare with brute force):
+- indeterminate operations with the same call are interchangeable once invoked, so the memo
+  counts them instead of naming them, and only one of them is tried at a time;
+- an observer (an operation that never changes the state: a read, a cas that did not swap) that
+  fits the current state is placed at once with no alternative tried, since moving it earlier in
+  any linearization keeps that a linearization.
 
 The search is exponential in the worst case, so it takes a deadline and answers None (unknown)
 rather than hang.
@@ -78,15 +84,25 @@ def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
             nxt[prv[e]] = e
 
     def candidates() -> tuple[list[int], int]:
-        """Calls before the first return in the list (those that may go next), determinate ones
-        first: an indeterminate op placed early is rarely right and costs a backtrack."""
+        """Calls before the first return in the list (those that may go next): observers first,
+        then the other determinate ones, soonest to return first (the likeliest to be due); an
+        indeterminate op placed early is rarely right and costs a backtrack. Of
+        indeterminate ops with the same call only one is tried: they are interchangeable."""
+        observers: list[int] = []
         determinate: list[int] = []
-        indeterminate: list[int] = []
+        indeterminate: dict[Call, int] = {}  # one per call: the others are interchangeable
         entry = nxt[0]
         while entry != tail and not is_return[entry]:
-            (determinate if ops[op_of[entry]].done is not None else indeterminate).append(entry)
+            op_id = op_of[entry]
+            if observer[op_id]:
+                observers.append(entry)
+            elif ops[op_id].done is not None:
+                determinate.append(entry)
+            else:
+                indeterminate.setdefault(ops[op_id].call, entry)
             entry = nxt[entry]
-        return determinate + indeterminate, entry
+        determinate.sort(key=due)
+        return observers + determinate + list(indeterminate.values()), entry
 
     # The memo identifies indeterminate ops only by their call (f, argument): two of them with the
     # same call, both already invoked, are interchangeable forever after (neither ever returns), so
@@ -104,6 +120,13 @@ def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
         scale *= count + 1
     for i, op in enumerate(ops):
         weight.append(place_value[op.call] << len(ops) if op.done is None else 1 << i)
+
+    observer = [op.done is not None and model.observes_only(op.call) for op in ops]
+
+    def due(entry: int) -> int:
+        done = ops[op_of[entry]].done
+        return done if done is not None else end
+
 
     state = model.init()
     linearized = 0  # determinate ops as bits, plus the mixed-radix count of indeterminate ones
@@ -129,10 +152,20 @@ def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
             if not ok:
                 continue
             new_linearized = linearized + weight[op_id]
-            if (new_linearized, new_state) in cache:
-                continue
-            cache.add((new_linearized, new_state))
-            frames.append((tried, position, state, entry))
+            if observer[op_id]:
+                # An observer that fits now may as well go now: any linearization that places it
+                # later stays one when it moves here (it is minimal, and changes nothing). So no
+                # other candidate needs trying from this configuration, whatever happens next.
+                if (new_linearized, new_state) in cache:
+                    position = len(tried)
+                    break
+                cache.add((new_linearized, new_state))
+                frames.append((tried, len(tried), state, entry))
+            else:
+                if (new_linearized, new_state) in cache:
+                    continue
+                cache.add((new_linearized, new_state))
+                frames.append((tried, position, state, entry))
             lift(entry)
             state, linearized = new_state, new_linearized
             tried, blocker = candidates()

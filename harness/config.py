@@ -17,6 +17,8 @@ class UsageError(ValueError):
 
 @dataclass
 class TestConfig:
+    __test__ = False  # a test's configuration, not a pytest test class
+
     backend: str = "local"
     target: str = "reference"
     nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])

@@ -17,6 +17,7 @@ Builds by several processes at once are serialised by a lock file in the cache d
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import fcntl
 import hashlib
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +209,30 @@ def ensure_node(client: Any, base: str, options: BuildOptions, say: Progress) ->
         # Labels come from the Dockerfile: each label given here would cost one more layer.
         _docker_build(client, context, tag, {}, {"BASE": base}, say)
     client.api.tag(tag, NODE_REPO, "latest")
+    _prune_old_nodes(client, keep=tag, say=say)
     return tag
+
+
+def _prune_old_nodes(client: Any, keep: str, say: Progress) -> None:
+    """Untag node images of earlier inputs, so that every edit does not leave 200 MB behind.
+    Those of the last hour stay (a run starting now may have just looked one up), and one used
+    by a container is refused by the engine and kept."""
+    cutoff = time.time() - 3600
+    for image in client.images.list(name=NODE_REPO):
+        created = str(image.attrs.get("Created", ""))[:19]
+        try:
+            if calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%S")) > cutoff:
+                continue
+        except ValueError:
+            continue
+        for old in image.tags:
+            if old in (keep, NODE_LATEST):
+                continue
+            try:
+                client.images.remove(old)
+                say(f"removed the outdated {old}")
+            except Exception as exc:  # in use, or removed meanwhile by another build
+                say(f"kept {old}: {str(exc).splitlines()[0][:120]}")
 
 
 def node_hash(base: str, pins: list[tuple[str, str]]) -> str:

@@ -73,13 +73,16 @@ def perform(op: Op, client_for: Callable[[], Client], timeout: float) -> Op:
         client = client_for()
     except Exception as exc:
         # could not even connect: nothing was sent
-        return {**base, "type": "fail", "error": f"open: {type(exc).__name__}: {exc}"[:200]}
+        return {**base, "type": "fail", "error": "open-failed",
+                "detail": f"{type(exc).__name__}: {exc}"[:200]}
     try:
         done = client.invoke(dict(base), timeout)
     except Exception as exc:
-        return {**base, "type": "info", "error": f"client: {type(exc).__name__}: {exc}"[:200]}
+        return {**base, "type": "info", "error": "client-crashed",
+                "detail": f"{type(exc).__name__}: {exc}"[:200]}
     if done.get("type") not in ("ok", "fail", "info"):
-        return {**base, "type": "info", "error": f"client returned type {done.get('type')!r}"}
+        return {**base, "type": "info", "error": "client-crashed",
+                "detail": f"client returned type {done.get('type')!r}"}
     done = {k: v for k, v in done.items() if k not in ("index", "time")}
     done.update(process=op["process"], f=op["f"])
     if op.get("final"):

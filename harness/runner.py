@@ -42,6 +42,13 @@ from nemesis.registry import build
 from nemesis.schedule import Schedule
 
 EXIT = {True: 0, False: 1, "unknown": 2}
+
+# One line per phase on stderr, read by the campaign suite to open an Allure step per phase.
+PHASES = ("deploy", "run", "heal", "check")
+
+
+def announce(out: TextIO, phase: str) -> None:
+    print(f"[kraft] phase: {phase}", file=out, flush=True)
 EXIT_FAILED = 3
 
 Op = dict[str, Any]
@@ -92,6 +99,7 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Any,
     finally:
         history.close()
     ops = history.ops()
+    announce(out, "check")
     if error is not None:
         results: dict[str, Any] = {"valid": "unknown", "error": error, "checkers": {}}
     else:
@@ -114,10 +122,8 @@ def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
     except ImportError:
         return
     try:
-        anomalies = [a for r in (results.get("checkers") or {}).values() if isinstance(r, dict)
-                     for items in (r.get("anomalies") or {}).values()
-                     for a in (items if isinstance(items, list) else [items])]
-        perf.render(ops, run_dir, anomalies)
+        anomalies = results.get("anomalies")
+        perf.render(ops, run_dir, anomalies if isinstance(anomalies, dict) else None)
     except Exception:
         log("plots failed:\n" + traceback.format_exc())
 
@@ -129,6 +135,7 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                        nodes=config.nodes, ports=target.ports, run_dir=run_dir)
     db = target.db()
     try:
+        announce(out, "deploy")
         log(f"backend {backend.name}: setup")
         backend.setup(spec)
         try:
@@ -205,6 +212,7 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB, 
         return (f"[{elapsed:5.0f}s] ops {interpreter.done} done, {interpreter.in_flight} in "
                 f"flight | faults: {fault} | {max(0.0, config.time_limit - elapsed):.0f}s left")
 
+    announce(out, "run")
     progress = Progress(status, out)
     history.start_clock()
     progress.start()
@@ -214,8 +222,9 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB, 
     finally:
         interpreter.stopping.set()
         schedule.stop()
-        schedule.heal_all()
         progress.stop()
+        announce(out, "heal")
+        schedule.heal_all()
     log("healed; waiting for recovery")
     _wait_for_leader(db, backend, config.nodes, config.recovery_time, log)
     _final_reads(config, workload, history, make_client, interpreter.next_process(), log)

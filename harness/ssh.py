@@ -239,7 +239,7 @@ class SshSession:
                     out += channel.recv(65536)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                if channel.exit_status_ready() and channel.eof_received \
+                if channel.exit_status_ready() and (channel.eof_received or channel.closed) \
                         and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
                 remaining = deadline - time.monotonic()

@@ -43,7 +43,7 @@ def faults_table(history: list[Op]) -> list[str]:
         value = op.get("value") or {}
         what = ", ".join(f"{k}={json.dumps(value[k])}" for k in ("shape", "target", "nodes",
                                                                   "cut") if k in value)
-        note = "" if op["type"] == "ok" else f" [{op['type']}: {op.get('error')}]"
+        note = "" if op["type"] == "ok" else f" [{op['type']}: {op.get('detail')}]"
         lines.append(f"  {op['time'] / 1e9:7.1f}s {op['f'][6:]:<9} {what[:160]}{note}")
     return lines
 
@@ -81,5 +81,5 @@ def render(results: dict[str, Any], history: list[Op], run_dir: Path) -> str:
         parts.append(f"verdict: {VERDICTS.get(valid, 'UNKNOWN')}")
     if results.get("error"):
         parts.append(f"the run failed: {results['error']}")
-    parts.append(f"results: {run_dir}")
+    parts.append(f"results: {run_dir.resolve()}")
     return "\n".join(parts)

@@ -121,6 +121,10 @@ def main(argv: list[str]) -> int:
         target = targets.get(config.target)
         if config.workload not in target.workloads():
             raise UsageError(f"--workload: target {config.target} cannot run {config.workload}")
+        check = getattr(target, "check_node_config", None)
+        problem = check(config.node_config) if check is not None else None
+        if problem:
+            raise UsageError(f"--node-config: {problem}")
         backend, note = backends.make(config.backend)
         can = available(backend, target.db())
         refused = {k: why for k, why in can.items() if k in config.nemesis and why}
@@ -142,6 +146,10 @@ def main(argv: list[str]) -> int:
           file=sys.stderr)
     _interrupt_once()
     workload = workloads.get(config.workload)
-    outcome = run(config, backend, target, workload)
+    try:
+        outcome = run(config, backend, target, workload)
+    except OSError as exc:  # e.g. the results directory cannot be written
+        print(f"kraft test: {exc}", file=sys.stderr)
+        return 3
     print(outcome.summary)
     return outcome.exit_code

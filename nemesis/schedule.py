@@ -74,7 +74,8 @@ class Schedule:
         except Exception as exc:
             self.log(f"nemesis: {f} failed: {exc!r}")
             self.history.record({"process": "nemesis", "type": "info", "f": f, "value": choice,
-                                 "error": f"{type(exc).__name__}: {exc}"[:200]})
+                                 "error": "fault-failed",
+                                 "detail": f"{type(exc).__name__}: {exc}"[:200]})
             return
         self.history.record({"process": "nemesis", "type": "ok", "f": f, "value": done})
 

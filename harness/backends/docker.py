@@ -136,6 +136,13 @@ class DockerBackend(Backend):
         image = spec.options.get("image") or self._image or images.ensure_images(
             self._build_options, progress=lambda line: self._log.write(f"images: {line}"),
             client=self._client)
+        errors: Any = importlib.import_module("docker.errors")
+        try:
+            # Checked here: for a missing image, containers.run would try a registry.
+            self._client.images.get(image)
+        except errors.ImageNotFound:
+            raise BackendError(f"no image {image} on this engine: build it with `kraft images "
+                               "build`, or name one that `docker images` lists") from None
         key = generate_key(f"kraft-jepsen-{spec.run_id}")
         self._key_dir = Path(tempfile.mkdtemp(prefix=f"{KEY_DIR_PREFIX}{_safe(spec.run_id)}-"))
         (self._key_dir / "owner").write_text(_owner())
@@ -234,6 +241,11 @@ class DockerBackend(Backend):
                 except Exception as exc:
                     self._log.write(f"could not remove network {self._network.name}: {exc}")
                 self._network = None
+            if self._client is not None and self._spec is not None:
+                # What a failure half-way through creating it left unrecorded (a container
+                # created but never started, say) still carries the run's label.
+                for line in _sweep(self._client, only_orphans=False, run_id=self._spec.run_id):
+                    self._log.write(f"removed unrecorded {line}")
             if self._key_dir is not None:
                 shutil.rmtree(self._key_dir, ignore_errors=True)
                 self._key_dir = None
@@ -381,15 +393,17 @@ def _teardown_live() -> None:
             backend.teardown()
 
 
-def _sweep(client: Any, only_orphans: bool) -> list[str]:
+def _sweep(client: Any, only_orphans: bool, run_id: str | None = None) -> list[str]:
+    """Remove labelled containers, then networks: all, a dead harness's, or one run's."""
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    label = f"{LABEL}=1" if run_id is None else f"{RUN_LABEL}={run_id}"
+    for container in client.containers.list(all=True, filters={"label": label}):
         if only_orphans and not _orphaned(container.labels.get(OWNER_LABEL, "")):
             continue
         with contextlib.suppress(Exception):
             container.remove(force=True, v=True)
             removed.append(f"container {container.name}")
-    for network in client.networks.list(filters={"label": f"{LABEL}=1"}):
+    for network in client.networks.list(filters={"label": label}):
         if only_orphans and not _orphaned(network.attrs.get("Labels", {}).get(OWNER_LABEL, "")):
             continue
         with contextlib.suppress(Exception):

@@ -117,6 +117,8 @@ def start(master: str, out: Path, driver_memory: str = "2g",
     # Python workers must run this interpreter, where the project (and its checkers) is installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # PySpark's own complaints about the pandas version are not the user's business.
+    warnings.filterwarnings("ignore", module=r"pyspark\.")
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
     settings = {
         "spark.app.name": "kraft analyze",

@@ -190,6 +190,20 @@ class ReferenceTarget(Target):
     name = "reference"
     ports = {"kafka": 9093, "metrics": 9100}
 
+    def check_node_config(self, node_config: dict[str, str]) -> str | None:
+        """Why the node would refuse these `--node-config` settings, or None (before deploying)."""
+        from reference_node.config import ConfigError, from_properties
+
+        sample = {"node.id": "1", "process.roles": "controller",
+                  "controller.quorum.voters": "1@127.0.0.1:9093",
+                  "listeners": "CONTROLLER://127.0.0.1:9093", "metadata.log.dir": "/tmp/x",
+                  **node_config}
+        try:
+            from_properties(sample)
+        except (ConfigError, ValueError) as exc:
+            return str(exc)
+        return None
+
     def db(self) -> DB:
         return ReferenceDB()
 

@@ -22,7 +22,18 @@ from kio.schema.errors import ErrorCode
 
 from harness.backends.base import Backend
 from harness.targets.base import Client
-from reference_node.wire import FETCH, METADATA, PRODUCE, KafkaClient, RequestTimeout, WireError
+from reference_node.wire import (
+    FETCH,
+    METADATA,
+    PRODUCE,
+    BadResponse,
+    ConnectFailed,
+    ConnectionClosed,
+    KafkaClient,
+    RequestTimeout,
+    VersionMismatch,
+    WireError,
+)
 from reference_node.wire.records import build_append_batch, read_values
 from reference_node.wire.requests import fetch_request, metadata_request, produce_request
 
@@ -41,6 +52,12 @@ CERTAIN_FAILURES = {
 SHORT_NAMES = {ErrorCode.not_leader_or_follower: "not-leader",
                ErrorCode.request_timed_out: "timeout",
                ErrorCode.offset_out_of_range: "offset-out-of-range"}
+
+
+WIRE_ERRORS: dict[type[WireError], str] = {
+    ConnectFailed: "connect-failed", RequestTimeout: "timeout",
+    ConnectionClosed: "connection-closed", BadResponse: "bad-response",
+    VersionMismatch: "version-mismatch"}
 
 
 def error_name(code: ErrorCode) -> str:
@@ -107,13 +124,13 @@ class ReferenceClient(Client):
             return {**op, "type": "fail", "node": node, "error": f"unknown-f {op['f']}"}
         except WireError as exc:
             self.close()
-            certain = exc.certainly_not_sent or (op["f"] == "read")
-            kind = "timeout" if isinstance(exc, RequestTimeout) else type(exc).__name__
+            # a read has no effect, so even an unanswered one certainly changed nothing
+            certain = exc.certainly_not_sent or op["f"] == "read"
             if exc.certainly_not_sent:
                 # an unreachable node: try the others in turn
                 self._rotate()
             return {**op, "type": "fail" if certain else "info", "node": node,
-                    "error": f"{kind}: {exc}"[:200]}
+                    "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
 
     def _rotate(self) -> None:
         ids = sorted(self.addresses)

@@ -390,6 +390,8 @@ class RaftCore:
             epoch_start=start,
             check_quorum_deadline=self.now + self.config.check_quorum_timeout_ms,
         )
+        # KAFKA-12619: the HW was exposed before the LeaderChange record was committed.
+        state.hw_known = self.config.has("early-high-watermark")
         for v in self.voters.ids:
             if v != self.node_id:
                 state.progress[v] = ReplicaProgress()

@@ -88,7 +88,6 @@ def on_fetch_request(core: RaftCore, src: int, req: FetchRequest) -> None:
         diverging is None
         and req.fetch_offset >= core.log.end_offset
         and req.max_wait_ms > 0
-        and not state.reads
     ):
         state.parked[rid] = (req, core.now + req.max_wait_ms)
         return

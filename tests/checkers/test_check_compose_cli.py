@@ -137,3 +137,30 @@ def test_timeline_marks_anomaly_ops() -> None:
     assert page.count("class='op anomaly'") == 2
     assert "id='op-5' class='op anomaly'" in page
     assert f"href='#op-{bad}'" in page and f"id='op-{bad}'" in page
+
+
+def test_fault_windows_pair_start_and_stop_even_as_invoke_info_pairs() -> None:
+    from checkers.faults import windows
+
+    b = Builder()
+    b._add(process="nemesis", type="invoke", f="start-partition", value=None)
+    b._add(process="nemesis", type="info", f="start-partition", value=["n1"])
+    b.append(1, 10, 0)
+    b._add(process="nemesis", type="invoke", f="stop-partition", value=None)
+    b._add(process="nemesis", type="info", f="stop-partition", value=None)
+    b.nemesis("start-pause")
+    [partition, pause] = windows(b.ops)
+    assert (partition.kind, partition.start, partition.end) == ("partition", 0, 5_000_000)
+    assert (pause.kind, pause.start, pause.end) == ("pause", 6_000_000, 6_000_000)
+
+
+def test_console_script_end_to_end(tmp_path: Path) -> None:
+    import subprocess
+
+    b = faulty_run()
+    b.read(5, 0, 1, [[0, 10]])  # stale: began after the ack of 12 at offset 1
+    run = write_run(tmp_path, b.ops)
+    done = subprocess.run(["kraft", "check", "--no-plots", str(run)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "stale-read" in done.stdout and "verdict: INVALID" in done.stdout

@@ -276,3 +276,13 @@ def test_a_phantom_in_the_same_read_does_not_hide_a_lost_write() -> None:
     result = verdict(b)
     assert {"phantom", "lost-write"} <= set(kinds(result))
     assert [ack, read] == [i for i in ops_of(result, "lost-write")[0] if i in (ack, read)]
+
+
+def test_malformed_record_names_the_op_and_record() -> None:
+    b = Builder()
+    b.append(1, 10, 0)
+    _, read = b.read(2, 0, 1, [[0, 10], ["one", 11]])
+    result = verdict(b)
+    assert result["valid"] == "unknown"
+    assert f"op {read}: a record is [offset, value or null], got ['one', 11]" in \
+        result["checkers"]["append-parse"]["error"]

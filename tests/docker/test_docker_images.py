@@ -61,7 +61,7 @@ def test_missing_engine_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> 
 def test_mirror_is_read_from_both_apt_formats() -> None:
     one_line = "deb [arch=amd64] http://mirror.example/debian bookworm main\n" \
                "deb http://security.example/debian-security bookworm-security main\n"
-    assert list(images._apt_entries(one_line, deb822=False))[0] == (
+    assert next(images._apt_entries(one_line, deb822=False)) == (
         "http://mirror.example/debian", ["bookworm"])
     deb822 = ("Types: deb\n# a comment\nURIs: http://deb.example/debian\n"
               "Suites: bookworm bookworm-updates\nComponents: main\n\n"

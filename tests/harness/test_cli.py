@@ -66,6 +66,7 @@ def test_a_toy_run_stores_the_results_layout_and_is_valid(tmp_path: Path) -> Non
     assert len(finals) == 3
     assert json.loads((run / "results.json").read_text())["valid"] is True
     assert (run / "nodes" / "n1" / "log.txt").exists()
+    assert (run / "timeline.html").exists() and (run / "plots" / "rate.png").exists()
     assert "verdict: VALID" in done.stdout and str(run.name) in done.stdout
     assert not list((tmp_path / "registry").glob("local/*/pids"))
 

@@ -58,7 +58,7 @@ def test_each_invoke_has_one_completion_and_info_retires_the_process() -> None:
                 retired.add(op["process"])
     assert not pending
     assert retired and max(op["process"] for op in invokes) >= 3
-    assert any("client: RuntimeError: bug" in str(op.get("error")) for op in ops)
+    assert any(op.get("error") == "client-crashed" and "bug" in op["detail"] for op in ops)
 
 
 def test_an_open_that_fails_is_a_fail() -> None:
@@ -66,4 +66,5 @@ def test_an_open_that_fails_is_a_fail() -> None:
         raise ConnectionRefusedError("refused")
     done = perform({"process": 0, "type": "invoke", "f": "append", "value": {"value": 1}},
                    broken, 1.0)
-    assert done["type"] == "fail" and "refused" in done["error"]
+    assert done["type"] == "fail" and done["error"] == "open-failed"
+    assert "refused" in done["detail"]

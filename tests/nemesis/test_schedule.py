@@ -58,5 +58,5 @@ def test_a_failed_start_is_info_and_still_stopped() -> None:
     fault = Recorder("kill", fail_start=True)
     ops = run_schedule([fault], 0.2)
     infos = [op for op in ops if op["type"] == "info"]
-    assert infos and infos[0]["f"] == "start-kill" and "boom" in infos[0]["error"]
+    assert infos and infos[0]["f"] == "start-kill" and "boom" in infos[0]["detail"]
     assert "stop" in fault.calls

@@ -29,7 +29,11 @@ def _kinds(results: dict[str, Any]) -> list[str]:
 
 def load(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, set[str]]:
     """(runs, ops, windows, recoveries, skipped run ids) of every readable run under root."""
-    runs, ops, windows, recoveries, skipped = [], [], [], [], set()
+    runs: list[dict[str, Any]] = []
+    ops: list[dict[str, Any]] = []
+    windows: list[dict[str, Any]] = []
+    recoveries: list[dict[str, Any]] = []
+    skipped: set[str] = set()
     for test in sorted(os.listdir(root)):
         if test.startswith(("_", ".")) or os.path.islink(root / test):
             continue

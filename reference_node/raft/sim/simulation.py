@@ -49,7 +49,7 @@ class SimConfig:
     observers: int = 1
     faults: tuple[str, ...] = tuple(FAULTS)
     unsafe: frozenset[str] = frozenset()
-    time_ms: int = 20_000
+    time_ms: int = 30_000
     pre_vote: bool = True
     clients: int = 3
     trace: bool = False
@@ -141,6 +141,8 @@ class Simulation:
         self.voter_ids = list(range(1, config.voters + 1))
         self.node_ids = list(range(1, config.voters + config.observers + 1))
         self.nodes = {n: SimNode(n, n in self.voter_ids) for n in self.node_ids}
+        # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
+        self.disk_speed = {n: self.disk_rng.randrange(1, 30) for n in self.node_ids}
         self.majority = config.voters // 2 + 1
         self.net = Network(self.net_rng)
         self.inv = Invariants()
@@ -222,11 +224,12 @@ class Simulation:
                 record = (time, kind, dst, src, msg)
             else:
                 record = (time, kind, a, b, c)
-                node = self.other_event(kind, a, b, c)
-                if node is None:
+                touched = self.other_event(kind, a, b, c)
+                if touched is None:
                     self.note(record, trace)
                     self.check_zombies()
                     continue
+                node = touched
             self.note(record, trace)
             self.after_step(node)
             self.check_zombies()
@@ -313,7 +316,8 @@ class Simulation:
             return
         node.flushing = True
         node.flush_target = core.log.end_offset
-        self.push(self.now + 2 + self.disk_rng.randrange(14), FLUSH, node.id, node.inc)
+        base = self.disk_speed[node.id]
+        self.push(self.now + base + self.disk_rng.randrange(base + 1), FLUSH, node.id, node.inc)
 
     def after_step(self, node: SimNode) -> None:
         """Carry out the core's Ready as a disk and a network would, then check the invariants."""
@@ -382,9 +386,9 @@ class Simulation:
         now = self.now
         for n in self.voter_ids:
             node = self.nodes[n]
-            if node.cut_since is not None and node.alive and node.core is not None:
-                if isinstance(node.core.state, Leader):
-                    self.inv.zombie(n, now - node.cut_since, self.zombie_limit)
+            core = node.core
+            if node.cut_since is not None and core is not None and isinstance(core.state, Leader):
+                self.inv.zombie(n, now - node.cut_since, self.zombie_limit)
 
     def recompute_cuts(self) -> None:
         link = self.net.link_ok
@@ -480,15 +484,15 @@ class Simulation:
         elif action == "stop" and self.fault is not None and self.fault[1] is data:
             self.stop_fault()
             self.fault = None
-            self.push(self.now + self.nemesis_rng.randrange(200, 1500), NEMESIS, "start")
+            self.push(self.now + self.nemesis_rng.randrange(100, 1000), NEMESIS, "start")
 
     def leader_id(self) -> int | None:
         best: tuple[int, int] | None = None
         for n in self.voter_ids:
             core = self.nodes[n].core
-            if core is not None and isinstance(core.state, Leader):
-                if best is None or core.epoch > best[0]:
-                    best = (core.epoch, n)
+            leads = core is not None and isinstance(core.state, Leader)
+            if core is not None and leads and (best is None or core.epoch > best[0]):
+                best = (core.epoch, n)
         return best[1] if best else None
 
     def start_fault(self) -> None:
@@ -531,7 +535,15 @@ class Simulation:
             token.append(victims)
         self.fault = (name, token)
         self.recompute_cuts()
-        self.push(self.now + rng.randrange(1000, 6000), NEMESIS, "stop", token)
+        # Some faults outlast the leader progress timeout, so that zombie leaders can show.
+        roll = rng.random()
+        if roll < 0.25:
+            duration = rng.randrange(5000, 9000)
+        elif roll < 0.5 and name == "crash":
+            duration = rng.randrange(50, 500)  # a quick restart, before anyone times out
+        else:
+            duration = rng.randrange(500, 4000)
+        self.push(self.now + duration, NEMESIS, "stop", token)
 
     def pick_victims(self, name: str) -> list[int]:
         rng = self.nemesis_rng

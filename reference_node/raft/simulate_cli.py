@@ -1,0 +1,158 @@
+"""`kraft simulate`: run the deterministic simulation over a range of seeds.
+
+Exit 0 when every seed keeps every invariant and liveness holds, 1 on the first violation (printed
+with its seed, the last events and the command that replays that seed), 64 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from reference_node.raft.config import UNSAFE_SWITCHES, parse_unsafe
+from reference_node.raft.sim.faults import FAULTS, parse_faults
+from reference_node.raft.sim.simulation import SimConfig, SimResult, run_seed
+
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 64
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`A-B` (inclusive) or a comma list of seeds (and ranges)."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "-" in part[1:]:
+                lo_text, hi_text = part.split("-", 1)
+                lo, hi = int(lo_text), int(hi_text)
+                if hi < lo:
+                    raise UsageError(f"empty seed range {part!r}")
+                seeds.extend(range(lo, hi + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise UsageError(f"bad --seeds {text!r}: want A-B or a comma list of integers") from None
+    if not seeds:
+        raise UsageError("--seeds names no seed")
+    return seeds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="kraft simulate",
+        description="Deterministic simulation of KRaft cores under faults, checking Raft's "
+        "invariants after every event.",
+        epilog="faults: " + ", ".join(FAULTS) + "; unsafe switches: " + ", ".join(UNSAFE_SWITCHES),
+    )
+    p.add_argument("--nodes", type=int, default=5, help="voters (default 5)")
+    p.add_argument("--observers", type=int, default=1, help="observers (default 1)")
+    p.add_argument("--seeds", default="0-9", help="A-B or a comma list (default 0-9)")
+    p.add_argument("--faults", default="all", help="all, none, or a comma list of fault names")
+    p.add_argument("--unsafe", default="", help="comma list of unsafe switches to turn on")
+    p.add_argument("--time", type=float, default=30.0, help="simulated seconds per seed (30)")
+    p.add_argument("--trace", help="write the event trace of the run to this file")
+    p.add_argument("--no-prevote", action="store_true", help="turn pre-vote (KIP-996) off")
+    p.add_argument("--clients", type=int, default=3, help="concurrent simulated clients (3)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _config(args: argparse.Namespace) -> SimConfig:
+    if not 1 <= args.nodes <= 50:
+        raise UsageError(f"--nodes must be 1..50, got {args.nodes}")
+    if not 0 <= args.observers <= 50:
+        raise UsageError(f"--observers must be 0..50, got {args.observers}")
+    if args.time <= 0:
+        raise UsageError(f"--time must be positive, got {args.time}")
+    if args.clients < 1:
+        raise UsageError(f"--clients must be at least 1, got {args.clients}")
+    try:
+        faults = parse_faults(args.faults)
+        unsafe = parse_unsafe(args.unsafe)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return SimConfig(
+        voters=args.nodes, observers=args.observers, faults=faults, unsafe=unsafe,
+        time_ms=int(args.time * 1000), pre_vote=not args.no_prevote, clients=args.clients,
+        trace=bool(args.trace),
+    )
+
+
+def replay_command(args: argparse.Namespace, seed: int) -> str:
+    parts = ["kraft simulate", f"--nodes {args.nodes}", f"--observers {args.observers}",
+             f"--seeds {seed}", f"--faults {args.faults}", f"--time {args.time:g}"]
+    if args.unsafe:
+        parts.append(f"--unsafe {args.unsafe}")
+    if args.no_prevote:
+        parts.append("--no-prevote")
+    if args.clients != 3:
+        parts.append(f"--clients {args.clients}")
+    return " ".join(parts)
+
+
+def report_violation(result: SimResult, args: argparse.Namespace) -> None:
+    v = result.violation
+    assert v is not None
+    out = sys.stdout
+    print(f"VIOLATION {v.invariant} (seed {result.seed}): {v.detail}", file=out)
+    print(f"last {len(result.last_events)} events:", file=out)
+    for line in result.last_events:
+        print(f"  {line}", file=out)
+    print(f"replay: {replay_command(args, result.seed)} --trace trace-{result.seed}.txt", file=out)
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        seeds = parse_seeds(args.seeds)
+        config = _config(args)
+    except UsageError as exc:
+        print(f"kraft simulate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    trace_lines: list[str] = []
+    started = time.monotonic()
+    events = 0
+    for i, seed in enumerate(seeds):
+        result = run_seed(seed, config)
+        events += result.events
+        if result.trace is not None:
+            if len(seeds) > 1:
+                trace_lines.append(f"# seed {seed}")
+            trace_lines.extend(result.trace)
+        if not args.quiet:
+            print(f"\rseed {seed} ({i + 1}/{len(seeds)}): {result.events} events, "
+                  f"{result.acked} appends acked, {result.reads} reads", end="", file=sys.stderr)
+        if not result.ok:
+            if not args.quiet:
+                print(file=sys.stderr)
+            if args.trace:
+                _write_trace(args.trace, trace_lines)
+            report_violation(result, args)
+            return EXIT_VIOLATION
+    elapsed = time.monotonic() - started
+    if not args.quiet:
+        print(file=sys.stderr)
+    if args.trace:
+        _write_trace(args.trace, trace_lines)
+    print(f"ok: {len(seeds)} seeds, {events} events in {elapsed:.1f} s "
+          f"({events / max(elapsed, 1e-9):.0f} events/s); no violation, liveness held")
+    return EXIT_OK
+
+
+def _write_trace(path: str, lines: list[str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+        f.write("\n")

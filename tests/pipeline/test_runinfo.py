@@ -1,0 +1,86 @@
+"""Discovery and the per-run task, without Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.pipeline import discover, runinfo, schemas, synthetic
+
+
+def test_discover_skips_links_and_own_output(tmp_path: Path) -> None:
+    made = synthetic.generate(tmp_path, 3, seed=1, lines=50)
+    (tmp_path / "_analysis" / "x").mkdir(parents=True)
+    (tmp_path / "README.md").write_text("runs live here")
+    os.symlink(made.runs[0].parent, tmp_path / "alias")
+    refs = discover.discover(tmp_path)
+    assert [r.run_id for r in refs] == sorted(str(r.relative_to(tmp_path)) for r in made.runs)
+    assert all(r.problem is None for r in refs)
+
+
+def test_discover_notes_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "t" / "20240101T000000.000000").mkdir(parents=True)
+    [ref] = discover.discover(tmp_path)
+    assert ref.problem == "missing test.json, results.json, history.jsonl"
+
+
+def test_discover_refuses_a_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        discover.discover(tmp_path / "nope")
+
+
+def test_run_tuple_reports_bad_json(tmp_path: Path) -> None:
+    made = synthetic.generate(tmp_path, 1, seed=1, lines=50)
+    run = made.runs[0]
+    (run / "test.json").write_text("{")
+    row = runinfo.run_tuple("a/b", str(run), None)
+    assert row[0] == "a/b" and "test.json is not valid JSON" in row[-1]
+
+
+def test_run_tuple_uses_the_check_and_keeps_the_stored_verdict(tmp_path: Path) -> None:
+    run = synthetic.generate(tmp_path, 1, seed=1, lines=50).runs[0]
+    (run / "results.json").write_text('{"valid": true, "checkers": {}}')
+    verdict = {"valid": False, "checkers": {"x": {"valid": False, "anomaly_types": ["g1"]}}}
+    row = runinfo.run_tuple("a/b", str(run), lambda path: verdict)
+    fields = dict(zip([f.name for f in schemas.RUN.fields], row, strict=True))
+    assert fields["stored_valid"] == "true" and fields["valid"] == "false"
+    assert fields["anomalies"] == ["g1"] and fields["problem"] is None
+
+
+def test_run_tuple_skips_what_kraft_check_cannot_read(tmp_path: Path) -> None:
+    run = synthetic.generate(tmp_path, 1, seed=1, lines=50).runs[0]
+
+    def refuse(path: Path) -> dict:
+        raise ValueError("history.jsonl:3: bad JSON")
+
+    assert "bad JSON" in runinfo.run_tuple("a/b", str(run), refuse)[-1]
+
+
+@pytest.mark.parametrize(("results", "kinds"), [
+    ({"valid": True, "checkers": {"a": {"valid": True}}}, []),
+    ({"valid": False, "checkers": {"a": {"valid": False, "anomaly_types": ["lost-write"]}}},
+     ["lost-write"]),
+    ({"valid": False, "checkers": {"a": {"valid": False, "anomalies": {"g0": [], "g1": []}}}},
+     ["g0", "g1"]),
+    ({"valid": False, "checkers": {"timeline": {"valid": False}}}, ["timeline"]),
+    ({"valid": "unknown", "checkers": {"a": {"valid": "unknown", "error": "boom"}}}, []),
+])
+def test_anomaly_kinds(results: dict, kinds: list[str]) -> None:
+    assert runinfo.anomaly_kinds(results) == kinds
+
+
+@pytest.mark.parametrize(("nemesis", "label"), [
+    ([], "none"), (None, "none"), (["partition", "kill"], "partition+kill"),
+    ([{"name": "pause", "interval": 5}], "pause"), ("kill", "kill"),
+])
+def test_nemesis_label(nemesis: object, label: str) -> None:
+    assert runinfo.nemesis_label(nemesis) == label
+
+
+def test_verdict_strings() -> None:
+    assert [runinfo.verdict(v) for v in (True, False, "unknown", None)] == [
+        "true", "false", "unknown", "unknown"]
+    assert json.loads("true") is True

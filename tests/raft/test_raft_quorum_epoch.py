@@ -1,0 +1,143 @@
+"""BeginQuorumEpoch and EndQuorumEpoch handling (KIP-595)."""
+
+from raft_helpers import CLUSTER, deliver, drain, elect, make, only, sent, tick
+
+from reference_node.raft.api import QuorumState, Shutdown
+from reference_node.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    ErrorCode,
+    FetchRequest,
+)
+
+
+def begin(epoch: int, leader: int = 2, cluster: str | None = CLUSTER) -> BeginQuorumEpochRequest:
+    return BeginQuorumEpochRequest(cluster, leader, epoch)
+
+
+def test_begin_makes_a_voter_follow_and_fetch() -> None:
+    core = make()
+    ready = deliver(core, 2, begin(3))
+    assert core.state_name == "follower" and core.leader_id == 2 and core.epoch == 3
+    assert ready.quorum_state == QuorumState(3, 2, None)
+    resp = only(ready, BeginQuorumEpochResponse, 2)
+    assert isinstance(resp, BeginQuorumEpochResponse) and resp.error == ErrorCode.none
+    fetch = only(ready, FetchRequest, 2)
+    assert isinstance(fetch, FetchRequest) and fetch.current_leader_epoch == 3
+
+
+def test_begin_with_stale_epoch_is_fenced() -> None:
+    core = make(qs=QuorumState(5, None, None))
+    resp = only(deliver(core, 2, begin(4)), BeginQuorumEpochResponse)
+    assert isinstance(resp, BeginQuorumEpochResponse)
+    assert resp.error == ErrorCode.fenced_leader_epoch and resp.leader_epoch == 5
+    assert core.state_name == "unattached"
+
+
+def test_begin_with_wrong_cluster() -> None:
+    resp = only(deliver(make(), 2, begin(1, cluster="x")), BeginQuorumEpochResponse)
+    assert isinstance(resp, BeginQuorumEpochResponse)
+    assert resp.error == ErrorCode.inconsistent_cluster_id
+
+
+def test_begin_from_non_voter_or_to_observer() -> None:
+    resp = only(deliver(make(), 9, begin(1, leader=9)), BeginQuorumEpochResponse)
+    assert isinstance(resp, BeginQuorumEpochResponse)
+    assert resp.error == ErrorCode.inconsistent_voter_set
+    resp = only(deliver(make(node_id=7), 2, begin(1)), BeginQuorumEpochResponse)
+    assert isinstance(resp, BeginQuorumEpochResponse)
+    assert resp.error == ErrorCode.inconsistent_voter_set
+
+
+def test_begin_conflicting_with_known_leader_is_rejected() -> None:
+    core = make(qs=QuorumState(4, 3, None))
+    resp = only(deliver(core, 2, begin(4, leader=2)), BeginQuorumEpochResponse)
+    assert isinstance(resp, BeginQuorumEpochResponse) and resp.error == ErrorCode.invalid_request
+    assert core.leader_id == 3
+
+
+def test_candidate_that_loses_follows_the_winner() -> None:
+    core = make()
+    tick(core, 5000)  # prospective in epoch 0
+    deliver(core, 2, begin(1, leader=2))
+    assert core.state_name == "follower" and core.leader_id == 2
+
+
+def test_leader_resends_begin_until_endorsed() -> None:
+    core = make()
+    ready = elect(core)
+    assert {s.dst for s in sent(ready, BeginQuorumEpochRequest)} == {2, 3}
+    epoch = core.epoch
+    deliver(core, 2, BeginQuorumEpochResponse(ErrorCode.none, 1, epoch))
+    # voter 3 endorses by fetching in the new epoch instead
+    deliver(core, 3, FetchRequest(CLUSTER, 3, epoch, 0, 0, 0))
+    ready = tick(core, 5000 + core.config.request_timeout_ms + 1)
+    assert sent(ready, BeginQuorumEpochRequest) == []
+    core2 = make()
+    elect(core2)
+    ready = tick(core2, 5000 + core2.config.request_timeout_ms)
+    assert {s.dst for s in sent(ready, BeginQuorumEpochRequest)} == {2, 3}
+
+
+def test_fenced_begin_response_moves_leader_on() -> None:
+    core = make()
+    elect(core)
+    deliver(core, 2, BeginQuorumEpochResponse(ErrorCode.fenced_leader_epoch, 3, core.epoch + 2))
+    assert core.state_name == "follower" and core.leader_id == 3
+
+
+def end(epoch: int, successors: tuple[int, ...], leader: int = 2) -> EndQuorumEpochRequest:
+    return EndQuorumEpochRequest(CLUSTER, leader, epoch, successors)
+
+
+def test_end_quorum_first_successor_campaigns_at_once() -> None:
+    core = make(qs=QuorumState(3, 2, None))
+    ready = deliver(core, 2, end(3, (1, 3)))
+    resp = only(ready, EndQuorumEpochResponse, 2)
+    assert isinstance(resp, EndQuorumEpochResponse) and resp.error == ErrorCode.none
+    assert core.next_deadline_ms() <= core.now
+    tick(core, core.now + 1)
+    assert core.state_name == "prospective"
+
+
+def test_end_quorum_delay_grows_with_position() -> None:
+    delays = []
+    for successors in ((3, 1), (3, 2, 1), (3, 2)):
+        core = make(node_id=1, voters=(1, 2, 3, 4), qs=QuorumState(3, 4, None))
+        deliver(core, 4, end(3, successors, leader=4))
+        delays.append(core.next_deadline_ms() - core.now)
+    assert 0 < delays[0] < delays[1] <= delays[2]
+    assert delays[2] == core.config.election_backoff_max_ms  # not listed
+
+
+def test_end_quorum_error_codes() -> None:
+    stale = only(deliver(make(qs=QuorumState(5, 2, None)), 2, end(4, (1,))),
+                 EndQuorumEpochResponse)
+    assert isinstance(stale, EndQuorumEpochResponse)
+    assert stale.error == ErrorCode.fenced_leader_epoch
+    other = only(deliver(make(), 2, EndQuorumEpochRequest("x", 2, 1, ())), EndQuorumEpochResponse)
+    assert isinstance(other, EndQuorumEpochResponse)
+    assert other.error == ErrorCode.inconsistent_cluster_id
+    observer = only(deliver(make(node_id=7), 2, end(1, ())), EndQuorumEpochResponse)
+    assert isinstance(observer, EndQuorumEpochResponse)
+    assert observer.error == ErrorCode.inconsistent_voter_set
+
+
+def test_graceful_shutdown_resigns_with_successors_by_offset() -> None:
+    core = make()
+    elect(core)
+    epoch = core.epoch
+    deliver(core, 2, FetchRequest(CLUSTER, 2, epoch, 0, 0, 0))
+    deliver(core, 3, FetchRequest(CLUSTER, 3, epoch, 1, epoch, 0))
+    core.step(Shutdown())
+    ready = drain(core)
+    assert core.state_name == "resigned"
+    reqs = sent(ready, EndQuorumEpochRequest)
+    assert {s.dst for s in reqs} == {2, 3}
+    first = reqs[0].message
+    assert isinstance(first, EndQuorumEpochRequest) and first.preferred_successors == (3, 2)
+    # a shutting-down resigned leader never campaigns again
+    tick(core, core.now + 60_000)
+    assert core.state_name == "resigned" and core.epoch == epoch

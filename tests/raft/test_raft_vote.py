@@ -1,0 +1,174 @@
+"""Vote request handling, each step of KIP-595's list, plus PreVote (KIP-996)."""
+
+from raft_helpers import CLUSTER, deliver, entries, make, only, tick
+
+from reference_node.raft.api import QuorumState
+from reference_node.raft.config import RaftConfig
+from reference_node.raft.messages import ErrorCode, VoteRequest, VoteResponse
+
+
+def vote(epoch: int, cand: int = 2, last_epoch: int = 0, last_offset: int = 0,
+         pre: bool = False, cluster: str | None = CLUSTER, voter_id: int = -1) -> VoteRequest:
+    return VoteRequest(cluster, epoch, cand, last_epoch, last_offset, pre, voter_id)
+
+
+def answer(core, src, req) -> VoteResponse:  # type: ignore[no-untyped-def]
+    resp = only(deliver(core, src, req), VoteResponse, src)
+    assert isinstance(resp, VoteResponse)
+    return resp
+
+
+def test_wrong_cluster_id_is_rejected() -> None:
+    core = make()
+    resp = answer(core, 2, vote(1, cluster="other"))
+    assert resp.error == ErrorCode.inconsistent_cluster_id and not resp.vote_granted
+    assert core.epoch == 0
+
+
+def test_wrong_voter_key_is_rejected() -> None:
+    resp = answer(make(), 2, vote(1, voter_id=3))
+    assert resp.error == ErrorCode.invalid_voter_key and not resp.vote_granted
+
+
+def test_stale_epoch_is_fenced_and_names_current_epoch() -> None:
+    core = make(qs=QuorumState(5, 3, None))
+    resp = answer(core, 2, vote(4))
+    assert resp.error == ErrorCode.fenced_leader_epoch and not resp.vote_granted
+    assert (resp.leader_id, resp.leader_epoch) == (3, 5)
+
+
+def test_candidate_must_be_a_voter() -> None:
+    core = make()
+    resp = answer(core, 9, vote(1, cand=9))
+    assert resp.error == ErrorCode.inconsistent_voter_set and not resp.vote_granted
+
+
+def test_observer_does_not_vote() -> None:
+    core = make(node_id=7)
+    resp = answer(core, 2, vote(1))
+    assert resp.error == ErrorCode.inconsistent_voter_set
+
+
+def test_grant_persists_vote_before_response() -> None:
+    core = make()
+    ready = deliver(core, 2, vote(1))
+    assert ready.quorum_state == QuorumState(1, None, 2)
+    resp = only(ready, VoteResponse, 2)
+    assert isinstance(resp, VoteResponse) and resp.vote_granted
+    assert core.voted_id == 2 and core.epoch == 1
+
+
+def test_one_vote_per_epoch() -> None:
+    core = make()
+    assert answer(core, 2, vote(1, cand=2)).vote_granted
+    assert not answer(core, 3, vote(1, cand=3)).vote_granted
+    assert answer(core, 2, vote(1, cand=2)).vote_granted  # the same candidate again
+
+
+def test_vote_survives_restart() -> None:
+    core = make()
+    ready = deliver(core, 2, vote(1, cand=2))
+    restarted = make(qs=ready.quorum_state)
+    assert not answer(restarted, 3, vote(1, cand=3)).vote_granted
+
+
+def test_forget_vote_switch_does_not_persist_the_vote() -> None:
+    core = make(config=RaftConfig(unsafe=frozenset({"forget-vote"})))
+    ready = deliver(core, 2, vote(1, cand=2))
+    assert ready.quorum_state == QuorumState(1, None, None)
+    restarted = make(qs=ready.quorum_state, config=core.config)
+    assert answer(restarted, 3, vote(1, cand=3)).vote_granted  # a second vote in epoch 1
+
+
+def test_log_comparison_by_last_epoch_then_offset() -> None:
+    log = entries(1, 1, 2)
+    assert not answer(make(log=log), 2, vote(3, last_epoch=1, last_offset=10)).vote_granted
+    assert not answer(make(log=log), 2, vote(3, last_epoch=2, last_offset=2)).vote_granted
+    assert answer(make(log=log), 2, vote(3, last_epoch=2, last_offset=3)).vote_granted
+    assert answer(make(log=log), 2, vote(3, last_epoch=3, last_offset=1)).vote_granted
+
+
+def test_rejection_for_stale_log_still_bumps_epoch() -> None:
+    core = make(log=entries(1, 2))
+    assert not answer(core, 2, vote(4, last_epoch=1, last_offset=1)).vote_granted
+    assert core.epoch == 4 and core.voted_id is None and core.state_name == "unattached"
+
+
+def test_no_log_check_switch_grants_stale_candidates() -> None:
+    core = make(log=entries(1, 2), config=RaftConfig(unsafe=frozenset({"no-log-check"})))
+    assert answer(core, 2, vote(4, last_epoch=1, last_offset=1)).vote_granted
+
+
+def test_follower_with_leader_rejects_same_epoch_vote() -> None:
+    core = make(qs=QuorumState(3, 3, None))
+    assert core.state_name == "follower"
+    assert not answer(core, 2, vote(3)).vote_granted
+
+
+def test_prevote_changes_nothing() -> None:
+    core = make(qs=QuorumState(2, None, None))
+    ready = deliver(core, 2, vote(3, pre=True))
+    resp = only(ready, VoteResponse, 2)
+    assert isinstance(resp, VoteResponse) and resp.vote_granted and resp.pre_vote
+    assert ready.quorum_state is None and core.epoch == 2 and core.voted_id is None
+
+
+def test_prevote_rejected_by_follower_that_hears_its_leader() -> None:
+    from reference_node.raft.messages import FetchResponse
+
+    core = make(qs=QuorumState(2, 3, None))
+    deliver(core, 3, FetchResponse(ErrorCode.none, 3, 2, 0))
+    assert not answer(core, 2, vote(3, pre=True)).vote_granted
+    tick(core, 2500)  # fetch timeout: now a prospective itself
+    assert core.state_name == "prospective"
+
+
+def test_leader_rejects_votes_in_its_epoch() -> None:
+    from raft_helpers import elect
+
+    core = make()
+    elect(core)
+    assert core.is_leader
+    assert not answer(core, 2, vote(core.epoch)).vote_granted
+    assert not answer(core, 2, vote(core.epoch + 1, pre=True)).vote_granted
+
+
+def test_candidate_wins_with_majority_and_appends_leader_change() -> None:
+    core = make(config=RaftConfig(pre_vote=False))
+    ready = tick(core, 5000)
+    assert core.state_name == "candidate" and core.epoch == 1
+    assert ready.quorum_state == QuorumState(1, None, 1)
+    reqs = [s.message for s in ready.messages]
+    assert {s.dst for s in ready.messages} == {2, 3}
+    assert all(isinstance(r, VoteRequest) and r.candidate_epoch == 1 for r in reqs)
+    ready = deliver(core, 3, VoteResponse(ErrorCode.none, -1, 1, True))
+    assert core.is_leader and ready.quorum_state == QuorumState(1, 1, 1)
+    assert ready.entries[0].kind.value == "leader-change" and ready.entries[0].epoch == 1
+
+
+def test_candidate_backs_off_after_majority_rejects() -> None:
+    core = make(config=RaftConfig(pre_vote=False))
+    tick(core, 5000)
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 1, False))
+    deliver(core, 3, VoteResponse(ErrorCode.none, -1, 1, False))
+    assert core.state_name == "candidate"
+    deadline = core.next_deadline_ms()
+    assert 5000 < deadline <= 5000 + core.config.election_backoff_max_ms
+    tick(core, deadline)
+    assert core.state_name == "candidate" and core.epoch == 2
+
+
+def test_election_timeout_is_randomized_in_range() -> None:
+    deadlines = {make(seed=s).next_deadline_ms() for s in range(30)}
+    assert len(deadlines) > 5
+    assert all(1000 <= d < 2000 for d in deadlines)
+
+
+def test_observer_never_campaigns_unless_switched() -> None:
+    core = make(node_id=7, qs=QuorumState(1, 2, None))
+    tick(core, 10_000)
+    assert core.state_name == "unattached"
+    bad = make(node_id=7, qs=QuorumState(1, 2, None),
+               config=RaftConfig(unsafe=frozenset({"observer-campaign"})))
+    tick(bad, 10_000)
+    assert bad.state_name == "prospective"
