@@ -15,7 +15,9 @@ from typing import Any
 
 Op = dict[str, Any]
 
-FIELDS = frozenset({"index", "time", "process", "type", "f", "value", "node", "error", "final"})
+FIELDS = frozenset(
+    {"index", "time", "process", "type", "f", "value", "node", "error", "detail", "final"}
+)
 REQUIRED = ("index", "time", "process", "type", "f")
 TYPES = frozenset({"invoke", "ok", "fail", "info"})
 NEMESIS = "nemesis"

@@ -60,6 +60,12 @@ def test_completion_without_invoke(tmp_path: Path) -> None:
     expect(tmp_path, ops, 7, "ok completion of process 5 with no invoke")
 
 
+def test_error_detail_is_a_known_field(tmp_path: Path) -> None:
+    ops = good()
+    ops[1].update(type="info", error="client-crashed", detail="ConnectionResetError: ...")
+    assert load(write(tmp_path / "h.jsonl", ops))[1]["detail"].startswith("Connection")
+
+
 def test_unknown_field(tmp_path: Path) -> None:
     ops = good()
     ops[2]["latency"] = 5
