@@ -45,6 +45,12 @@ def main(argv: list[str]) -> int:
               "directory of a campaign (e.g. results/)", file=sys.stderr)
         return EXIT_USAGE
     out: Path = args.out or args.results_dir / "_analysis"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"kraft analyze: cannot create the out directory {out}: {exc}; choose another "
+              "with --out", file=sys.stderr)
+        return EXIT_USAGE
 
     from harness.pipeline import runinfo, session
 

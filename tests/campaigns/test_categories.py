@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "campaigns"))
 
-from report import categories_of, failure_message  # noqa: E402
+from report import categories_of, failure_message
 
 
 def results_with(*kinds: str) -> dict[str, object]:
