@@ -30,6 +30,7 @@ class Run:
     exit_code: int
     run_dir: Path | None
     output: str  # stdout: the summary
+    errors: str = ""  # the last lines of stderr
 
     @property
     def verdict(self) -> str:
@@ -72,9 +73,11 @@ def run_kraft_test(argv: list[str], results_dir: Path, test_name: str,
                             env=env)
     assert proc.stdout is not None and proc.stderr is not None
     current: AbstractContextManager[Any] | None = None
+    tail: list[str] = []
     try:
         for line in _lines(proc.stderr):
             sys.stderr.write(line)
+            tail = [*tail[-40:], line]
             match = PHASE.match(line)
             if match:
                 if current is not None:
@@ -91,7 +94,8 @@ def run_kraft_test(argv: list[str], results_dir: Path, test_name: str,
         if current is not None:
             current.__exit__(None, None, None)
     new = sorted(runs_of(results_dir, test_name) - before)
-    return Run(argv=argv, exit_code=exit_code, run_dir=new[-1] if new else None, output=output)
+    return Run(argv=argv, exit_code=exit_code, run_dir=new[-1] if new else None, output=output,
+               errors="".join(tail))
 
 
 def _lines(stream: Any) -> Iterator[str]:

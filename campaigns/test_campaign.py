@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import allure
@@ -32,7 +33,7 @@ def test_case(case: Case, case_index: int, campaign_options: dict[str, Any]) -> 
         allure.dynamic.parameter(key, value)
 
     results_dir = options.pop("results_dir")
-    test_name = f"campaign-{case.id}"
+    test_name = "campaign-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", case.id)
     argv = kraft_test_argv(options, test_name, results_dir)
     run = run_kraft_test(argv, results_dir, test_name, step=allure.step,
                          timeout=float(options["time_limit"]) * 4 + 300)
@@ -43,7 +44,7 @@ def test_case(case: Case, case_index: int, campaign_options: dict[str, Any]) -> 
     if run.exit_code not in (0, 1):
         # Not a verdict on the target: the harness or the machine failed (Allure: broken).
         raise RuntimeError(f"harness error: kraft test exited {run.exit_code} ({run.verdict}); "
-                           f"run dir {run.run_dir}\n{run.output[-2000:]}")
+                           f"run dir {run.run_dir}\n{run.errors[-2000:]}{run.output[-2000:]}")
     history = run.run_dir / "history.jsonl" if run.run_dir else None
     if expect == "valid" and run.exit_code == 1:
         pytest.fail(failure_message(run.results(), history), pytrace=False)

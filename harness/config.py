@@ -19,7 +19,7 @@ class UsageError(ValueError):
 class TestConfig:
     __test__ = False  # a test's configuration, not a pytest test class
 
-    backend: str = "local"
+    backend: str = "auto"
     target: str = "reference"
     nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])
     workload: str = "append"

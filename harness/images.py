@@ -104,6 +104,19 @@ def ensure_images(options: BuildOptions | None = None, progress: Progress | None
         return ensure_node(client, base, options, say)
 
 
+def image_available() -> bool:
+    """Whether a node image was ever built here (`kraft-jepsen/node:latest`), for `--backend
+    auto`. A stale one is fine: the docker backend refreshes it at setup when inputs changed."""
+    try:
+        client = docker_client()
+    except ImageError:
+        return False
+    try:
+        return _image_exists(client, NODE_LATEST)
+    finally:
+        client.close()
+
+
 # --- base image ---------------------------------------------------------------------------------
 
 def ensure_base(client: Any, options: BuildOptions, say: Progress) -> str:

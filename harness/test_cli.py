@@ -39,7 +39,8 @@ def parser() -> argparse.ArgumentParser:
         "and read while the nemesis injects faults, check the history, store the run under "
         "RESULTS_DIR/TEST_NAME/START/, and print the verdict. Exit 0 valid, 1 invalid, "
         "2 unknown, 3 the run failed, 64 bad usage."))
-    p.add_argument("--backend", default="local", help="local | docker | auto (default: local)")
+    p.add_argument("--backend", default="auto",
+                   help="local | docker | auto (default: auto: docker when an engine answers and a node image is built)")
     p.add_argument("--target", default="reference", help="implementation under test "
                    f"({', '.join(targets.TARGETS)}, or module:attribute); default: reference")
     p.add_argument("--nodes", default="3", help="a count (n1..nN) or comma-separated names")

@@ -15,5 +15,8 @@ if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 echo "== pip install -e .[dev,spark]"
+# wheel: the docker images install the project from a wheel built here, offline.
+python3 -m pip install -q --disable-pip-version-check wheel 'setuptools>=70.1' 2>&1 \
+  | grep -v -e 'Running pip as the .root. user' -e '^$' || true
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,spark]' 2>&1 \
   | grep -v -e 'Running pip as the .root. user' -e '^$' || true

@@ -21,6 +21,8 @@ FAULTS: dict[str, str] = {
     "crash": "kill nodes (one, the leader, or a majority at once), losing unflushed data; "
     "restart later",
     "shutdown": "graceful shutdown (a leader resigns with EndQuorumEpoch); restart later",
+    "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X, which "
+    "restarts at once and then crashes right after each vote it grants, back within a few ms",
 }
 
 NETWORK_FAULTS = ("drop", "delay", "duplicate", "reorder")

@@ -15,7 +15,7 @@ SHIFT = 10  # node ids are below 1024 in a simulation
 
 
 class Network:
-    __slots__ = ("blocked", "delay_max", "drop_p", "dup_p", "jitter_max", "rng")
+    __slots__ = ("blocked", "delay_max", "drop_p", "dup_p", "jitter_max", "rng", "slow")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -24,21 +24,27 @@ class Network:
         self.dup_p = 0.0
         self.delay_max = 0
         self.jitter_max = 0
+        self.slow: dict[int, int] = {}
+        """Extra latency (ms) on some directed links: a slow path that stays up."""
 
     def heal(self) -> None:
         self.blocked.clear()
+        self.slow.clear()
         self.drop_p = self.dup_p = 0.0
         self.delay_max = self.jitter_max = 0
 
     def link_ok(self, src: int, dst: int) -> bool:
         return ((src << SHIFT) | dst) not in self.blocked
 
-    def latencies(self, now: int) -> list[int]:
-        """Delivery times of one message sent now: none when dropped, two when duplicated."""
+    def latencies(self, now: int, src: int = 0, dst: int = 0) -> list[int]:
+        """Delivery times of one message sent now from `src` to `dst`: none when dropped, two when
+        duplicated."""
         rng = self.rng
         if self.drop_p and rng.random() < self.drop_p:
             return []
         lat = now + 1 + rng.randrange(3)
+        if self.slow:
+            lat += self.slow.get((src << SHIFT) | dst, 0)
         if self.delay_max:
             lat += rng.randrange(self.delay_max)
         if self.jitter_max:
@@ -59,6 +65,13 @@ class Network:
             for b in all_nodes:
                 if a != b and not (member.get(a, set()) & member.get(b, set())):
                     self.blocked.add((a << SHIFT) | b)
+
+    def slow_links(self, group_a: Iterable[int], group_b: Iterable[int], extra_ms: int) -> None:
+        """Every link between the two groups, both ways, takes `extra_ms` longer."""
+        b_nodes = list(group_b)
+        for a in group_a:
+            for b in b_nodes:
+                self.slow[(a << SHIFT) | b] = self.slow[(b << SHIFT) | a] = extra_ms
 
     def connect_only(self, edges: Iterable[tuple[int, int]], nodes: Iterable[int]) -> None:
         """Only the given undirected links work (for rings)."""

@@ -29,7 +29,7 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
-from reference_node.raft.messages import Entry, ErrorCode, Message
+from reference_node.raft.messages import Entry, ErrorCode, Message, VoteResponse
 from reference_node.raft.sim.faults import FAULTS, NETWORK_FAULTS
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.network import Network
@@ -157,6 +157,7 @@ class Simulation:
         self.next_value = 0
         self.live = not config.faults
         self.fault: tuple[str, Any] | None = None
+        self.vote_crasher: int | None = None
         self.acked = 0
         self.reads = 0
         self.zombie_limit = self.raft_config.check_quorum_timeout_ms + ZOMBIE_SLACK_MS
@@ -341,8 +342,15 @@ class Simulation:
                     dst = nodes.get(send.dst)
                     if dst is None:
                         continue
-                    for t in latencies(self.now):
+                    for t in latencies(self.now, node.id, send.dst):
                         self.push(t, DELIVER, send.dst, dst.inc, (node.id, send.message))
+                if node.id == self.vote_crasher and self.fault is not None and any(
+                    isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote
+                    for m in (send.message for send in ready.messages)
+                ):
+                    # The grant is on the wire; the crash comes before anything else reaches the
+                    # node, so only the quorum-state file tells the next incarnation of the vote.
+                    self.push(self.now, NEMESIS, "vote-crash", (self.fault[1], node.id, node.inc))
             for reply in ready.replies:
                 client = node.pending.pop(reply.request_id, None)
                 if client is not None:
@@ -481,6 +489,8 @@ class Simulation:
             return
         if action == "start":
             self.start_fault()
+        elif action in ("vote-crash", "restart"):
+            self.nemesis_restart(action, data)
         elif action == "stop" and self.fault is not None and self.fault[1] is data:
             self.stop_fault()
             self.fault = None
@@ -528,6 +538,8 @@ class Simulation:
             bridge, rest = nodes[0], nodes[1:]
             half = len(rest) // 2
             net.partition([[bridge, *rest[:half]], [bridge, *rest[half:]]], self.node_ids)
+        elif name == "crash-after-vote":
+            token.append(self.start_crash_after_vote(token))
         elif name in ("crash", "shutdown"):
             victims = self.pick_victims(name)
             for n in victims:
@@ -545,6 +557,50 @@ class Simulation:
             duration = rng.randrange(500, 4000)
         self.push(self.now + duration, NEMESIS, "stop", token)
 
+    def start_crash_after_vote(self, token: list[Any]) -> list[int]:
+        """Bridge the voters around the leader X and restart X: its EndQuorumEpoch-less return
+        leaves both sides electing at once, each needing X's vote, so a vote X forgets across a
+        crash elects two leaders in one epoch."""
+        rng = self.nemesis_rng
+        bridge = self.leader_id() or rng.choice(self.voter_ids)
+        rest = [n for n in self.voter_ids if n != bridge]
+        rng.shuffle(rest)
+        half = len(rest) // 2
+        sides: list[list[int]] = [[bridge, *rest[:half]], [bridge, *rest[half:]]]
+        for n in self.node_ids:
+            if n not in self.voter_ids:
+                sides[rng.randrange(2)].append(n)
+        self.net.partition(sides, self.node_ids)
+        import os
+        slo, shi = map(int, os.environ.get("SLOW", "0,0").split(","))
+        if shi:
+            self.net.slow_links([bridge], rest[half:], rng.randrange(slo, shi))
+        rlo, rhi = map(int, os.environ.get("RDELAY", "0,0").split(","))
+        node = self.nodes[bridge]
+        if node.alive:
+            self.stop_node(node, graceful=False)
+        if rhi:
+            self.push(self.now + rng.randrange(rlo, rhi), NEMESIS, "restart", (token, bridge, node.inc))
+        else:
+            self.start_node(node)
+        self.vote_crasher = bridge
+        return [bridge]
+
+    def nemesis_restart(self, action: str, data: tuple[Any, int, int]) -> None:
+        token, node_id, inc = data
+        if self.fault is None or self.fault[1] is not token:
+            return
+        node = self.nodes[node_id]
+        if action == "vote-crash":
+            if node.alive and node.inc == inc:
+                self.stop_node(node, graceful=False)
+                self.recompute_cuts()
+                self.push(self.now + self.nemesis_rng.randrange(1, 5), NEMESIS, "restart",
+                          (token, node_id, node.inc))
+        elif not node.alive and node.inc == inc:
+            self.start_node(node)
+            self.recompute_cuts()
+
     def pick_victims(self, name: str) -> list[int]:
         rng = self.nemesis_rng
         alive = [n for n in self.node_ids if self.nodes[n].alive]
@@ -561,12 +617,16 @@ class Simulation:
         if self.fault is None:
             return
         name, token = self.fault
+        self.vote_crasher = None
         if name in NETWORK_FAULTS:
             self.net.drop_p = self.net.dup_p = 0.0
             self.net.delay_max = self.net.jitter_max = 0
         elif name.startswith("partition"):
             self.net.blocked.clear()
         else:
+            if name == "crash-after-vote":
+                self.net.blocked.clear()
+                self.net.slow.clear()
             for n in token[1]:
                 if not self.nodes[n].alive:
                     self.start_node(self.nodes[n])
