@@ -132,6 +132,9 @@ def start(master: str, out: Path, driver_memory: str = "2g",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.sql.shuffle.partitions": "16",
+        # The histories are thousands of files named one by one: listing them is a stat each, far
+        # cheaper on the driver than as a job of one Spark task per file (the default above 32).
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
         "spark.sql.session.timeZone": "UTC",
         # Arrow (pyarrow) is optional; without it PySpark warns on every toPandas.
         "spark.sql.execution.arrow.pyspark.enabled": "false",

@@ -83,13 +83,14 @@ def test_every_result_has_labels_steps_and_attachments(smoke_results: Path) -> N
 
 
 def test_a_defect_that_breaks_safety_fails_in_its_category(tmp_path: Path) -> None:
-    # The zombie-leader case expects valid; with stale reads switched on, it must fail, and the
-    # message must name the anomaly. Two seeds, since a real run may need more than one try.
+    # The zombie-leader case expects valid; with a zombie that never steps down and answers reads
+    # itself, it must fail, and the message must name the anomaly. Two seeds, since a real run
+    # may need more than one try.
     for seed in (1, 7):
         code, alluredir = run_campaign(
             tmp_path / f"seed{seed}", "-m", "full", "-k", "partition-leader and not unsafe",
-            "--node-config", "unsafe=stale-leader-reads", "--seed", str(seed),
-            "--time-limit", "20")
+            "--node-config", "unsafe=no-check-quorum", "--node-config", "read.mode=leader",
+            "--seed", str(seed), "--time-limit", "20")
         (result,) = results_in(alluredir)
         if result["status"] == "failed":
             break

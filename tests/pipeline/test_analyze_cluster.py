@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import CliRun, run_analyze
+from pipeline_cli import CliRun, run_analyze
 
 from harness.pipeline import synthetic
 

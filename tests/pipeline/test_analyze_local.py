@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import CliRun
+from pipeline_cli import CliRun
 from pipeline_expected import GROUP, anomalies, availability, latency, load, recovery, summary
 
 from harness.pipeline import synthetic

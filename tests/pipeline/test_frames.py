@@ -10,7 +10,8 @@ import pytest
 
 from harness.pipeline import history, job
 
-pytestmark = pytest.mark.spark
+# PySpark's toPandas warns about pandas 3 on every column; that is PySpark's business.
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:::pyspark")]
 MS = 1_000_000
 
 # (time in ms, process, type, f): a partition that heals, then a kill that never does.

@@ -1,4 +1,5 @@
-"""The simulated network: per-message latency, loss, duplication, reordering, and partitions.
+"""The simulated network: per-message latency, loss, duplication, reordering, slow links and
+partitions.
 
 A partition is a set of blocked directed links, checked when a message would be delivered, so a
 message in flight when a partition starts is lost as it would be on a cut wire. Clients sit outside
@@ -66,12 +67,9 @@ class Network:
                 if a != b and not (member.get(a, set()) & member.get(b, set())):
                     self.blocked.add((a << SHIFT) | b)
 
-    def slow_links(self, group_a: Iterable[int], group_b: Iterable[int], extra_ms: int) -> None:
-        """Every link between the two groups, both ways, takes `extra_ms` longer."""
-        b_nodes = list(group_b)
-        for a in group_a:
-            for b in b_nodes:
-                self.slow[(a << SHIFT) | b] = self.slow[(b << SHIFT) | a] = extra_ms
+    def slow_link(self, src: int, dst: int, extra_ms: int) -> None:
+        """Messages from `src` to `dst` (that direction only) take `extra_ms` longer."""
+        self.slow[(src << SHIFT) | dst] = extra_ms
 
     def connect_only(self, edges: Iterable[tuple[int, int]], nodes: Iterable[int]) -> None:
         """Only the given undirected links work (for rings)."""

@@ -4,7 +4,8 @@ Everything happens as events on one heap ordered by (time, sequence number): mes
 node ticks (scheduled at each core's `next_deadline_ms`), flush completions, client requests and
 replies, and nemesis actions. The host side of each node is the thinnest possible: it keeps the
 quorum state the core asked to persist and how much of the log is flushed, so that a crash can
-rebuild the core from exactly what a disk would hold. All randomness comes from streams split off
+rebuild the core from exactly what a disk would hold, and, like the server's RPC layer, hands the
+core at most one response per request it sent. All randomness comes from streams split off
 the seed, so a seed replays byte for byte.
 """
 
@@ -29,7 +30,19 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
-from reference_node.raft.messages import Entry, ErrorCode, Message, VoteResponse
+from reference_node.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
 from reference_node.raft.sim.faults import FAULTS, NETWORK_FAULTS
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.network import Network
@@ -41,6 +54,13 @@ KIND_NAMES = ("deliver", "tick", "flushed", "client-next", "client-request", "cl
 CLUSTER_ID = "sim-cluster"
 CLIENT_TIMEOUT_MS = 3000
 ZOMBIE_SLACK_MS = 1000
+RESPONSE_TO: dict[type, type] = {
+    VoteRequest: VoteResponse,
+    BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: EndQuorumEpochResponse,
+    FetchRequest: FetchResponse,
+}
+RESPONSES = frozenset(RESPONSE_TO.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +97,9 @@ class SimResult:
 
 
 class SimNode:
-    __slots__ = ("alive", "core", "cut_since", "durable", "flush_again", "flush_target",
-                 "flushing", "id", "inc", "is_voter", "last_epoch", "last_hw", "pending", "qs",
-                 "saved_log", "tick_at")
+    __slots__ = ("alive", "answering", "asked", "awaiting", "core", "cut_since", "durable", "flush_again",
+                 "flush_target", "flushing", "id", "inc", "is_voter", "last_epoch", "last_hw",
+                 "pending", "qs", "saved_log", "tick_at")
 
     def __init__(self, node_id: int, is_voter: bool) -> None:
         self.id = node_id
@@ -98,6 +118,15 @@ class SimNode:
         self.last_epoch = 0
         self.cut_since: int | None = None
         self.pending: dict[int, int] = {}
+        # The host's RPC layer (reference_node/server/peers.py) hands the core one response per
+        # request, matched by correlation id. The network may still duplicate a request (the core
+        # handles both copies), but only one answer reaches the requester.
+        self.awaiting: set[int] = set()
+        """Ids of the requests this node sent that no response has answered yet."""
+        self.asked: set[int] = set()
+        """Ids of the requests delivered to this node (a second copy is not answered twice)."""
+        self.answering: dict[tuple[int, type], deque[int]] = {}
+        """Per (requester, response type): ids of the delivered requests not yet answered."""
 
     def durable_entry(self, offset: int) -> Entry | None:
         """The entry at `offset` as the disk holds it (flushed), or None."""
@@ -154,6 +183,7 @@ class Simulation:
         self.recent: deque[tuple[int, int, Any, Any, Any]] = deque(maxlen=40)
         self.trace: list[str] | None = [] if config.trace else None
         self.next_request = 1
+        self.next_rid = 0
         self.next_value = 0
         self.live = not config.faults
         self.fault: tuple[str, Any] | None = None
@@ -213,10 +243,19 @@ class Simulation:
                 core.step(Tick(time))
                 record = (time, kind, a, None, None)
             elif kind == DELIVER:
-                dst, inc, (src, msg) = a, b, c
+                dst, inc, (src, msg, rid) = a, b, c
                 node = nodes[dst]
                 if not node.alive or node.inc != inc or not self.net.link_ok(src, dst):
                     continue
+                response = RESPONSE_TO.get(type(msg))
+                if response is not None:
+                    if rid not in node.asked:
+                        node.asked.add(rid)
+                        node.answering.setdefault((src, response), deque()).append(rid)
+                elif rid in node.awaiting:
+                    node.awaiting.discard(rid)
+                else:
+                    continue  # it answers no request still waiting: the RPC layer drops it
                 core = node.core
                 assert core is not None
                 if core.now < time:
@@ -294,6 +333,9 @@ class Simulation:
         node.last_hw = node.core.hw
         node.tick_at = NEVER
         node.pending = {}
+        node.awaiting = set()
+        node.asked = set()
+        node.answering = {}
         self.after_step(node)
 
     def stop_node(self, node: SimNode, graceful: bool) -> None:
@@ -342,14 +384,15 @@ class Simulation:
                     dst = nodes.get(send.dst)
                     if dst is None:
                         continue
+                    rid = self.correlate(node, send.dst, send.message)
                     for t in latencies(self.now, node.id, send.dst):
-                        self.push(t, DELIVER, send.dst, dst.inc, (node.id, send.message))
+                        self.push(t, DELIVER, send.dst, dst.inc, (node.id, send.message, rid))
                 if node.id == self.vote_crasher and self.fault is not None and any(
                     isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote
                     for m in (send.message for send in ready.messages)
                 ):
-                    # The grant is on the wire; the crash comes before anything else reaches the
-                    # node, so only the quorum-state file tells the next incarnation of the vote.
+                    # The grant is already on the wire; the crash is queued for this millisecond,
+                    # so the next incarnation knows of the vote only from its quorum-state file.
                     self.push(self.now, NEMESIS, "vote-crash", (self.fault[1], node.id, node.inc))
             for reply in ready.replies:
                 client = node.pending.pop(reply.request_id, None)
@@ -376,6 +419,18 @@ class Simulation:
             if deadline < node.tick_at:
                 node.tick_at = deadline
                 self.push(deadline, TICK, node.id, node.inc)
+
+    def correlate(self, node: SimNode, dst: int, message: Message) -> int:
+        """The correlation id a message travels with: a new one for a request; for a response,
+        the oldest unanswered request from `dst` of that kind (0, none, for an answer to a
+        duplicate copy)."""
+        cls = type(message)
+        if cls in RESPONSES:
+            queue = node.answering.get((dst, cls))
+            return queue.popleft() if queue else 0
+        self.next_rid += 1
+        node.awaiting.add(self.next_rid)
+        return self.next_rid
 
     def check_majority(self, leader: SimNode, hw: int) -> None:
         core = leader.core
@@ -490,7 +545,7 @@ class Simulation:
         if action == "start":
             self.start_fault()
         elif action in ("vote-crash", "restart"):
-            self.nemesis_restart(action, data)
+            self.crash_after_vote(action, data)
         elif action == "stop" and self.fault is not None and self.fault[1] is data:
             self.stop_fault()
             self.fault = None
@@ -539,7 +594,7 @@ class Simulation:
             half = len(rest) // 2
             net.partition([[bridge, *rest[:half]], [bridge, *rest[half:]]], self.node_ids)
         elif name == "crash-after-vote":
-            token.append(self.start_crash_after_vote(token))
+            token.append(self.start_crash_after_vote())
         elif name in ("crash", "shutdown"):
             victims = self.pick_victims(name)
             for n in victims:
@@ -551,16 +606,26 @@ class Simulation:
         roll = rng.random()
         if roll < 0.25:
             duration = rng.randrange(5000, 9000)
+        elif name == "crash-after-vote":
+            # Its election starts only once the followers' fetches time out (2 s in).
+            duration = rng.randrange(3000, 6000)
         elif roll < 0.5 and name == "crash":
             duration = rng.randrange(50, 500)  # a quick restart, before anyone times out
         else:
             duration = rng.randrange(500, 4000)
         self.push(self.now + duration, NEMESIS, "stop", token)
 
-    def start_crash_after_vote(self, token: list[Any]) -> list[int]:
-        """Bridge the voters around the leader X and restart X: its EndQuorumEpoch-less return
-        leaves both sides electing at once, each needing X's vote, so a vote X forgets across a
-        crash elects two leaders in one epoch."""
+    def start_crash_after_vote(self) -> list[int]:
+        """Bridge the voters around the leader X ({A,Y} | X | {B,Z}), X's replies to one side on a
+        slow path, and restart X; from then on X crashes right after each vote it grants.
+
+        The restarted X is resigned and silent, so every follower's fetch times out together and
+        both sides elect, each needing X. B's pre-vote reaches X while X is still in the old epoch;
+        X's grant reaches B only after X has voted for A in the new epoch, crashed and come back.
+        So B campaigns in A's epoch and asks the restarted X, which must remember its vote: a vote
+        lost with the crash (forget-vote) elects two leaders in one epoch. Without the slow path,
+        X's answer would carry the new epoch and move B past it.
+        """
         rng = self.nemesis_rng
         bridge = self.leader_id() or rng.choice(self.voter_ids)
         rest = [n for n in self.voter_ids if n != bridge]
@@ -571,22 +636,21 @@ class Simulation:
             if n not in self.voter_ids:
                 sides[rng.randrange(2)].append(n)
         self.net.partition(sides, self.node_ids)
-        import os
-        slo, shi = map(int, os.environ.get("SLOW", "0,0").split(","))
-        if shi:
-            self.net.slow_links([bridge], rest[half:], rng.randrange(slo, shi))
-        rlo, rhi = map(int, os.environ.get("RDELAY", "0,0").split(","))
+        for n in rest[half:]:
+            # Different per node, so that the slow side's pre-votes finish one at a time rather
+            # than splitting its votes.
+            self.net.slow_link(bridge, n, rng.randrange(20, 300))
         node = self.nodes[bridge]
         if node.alive:
             self.stop_node(node, graceful=False)
-        if rhi:
-            self.push(self.now + rng.randrange(rlo, rhi), NEMESIS, "restart", (token, bridge, node.inc))
-        else:
-            self.start_node(node)
+        self.start_node(node)
         self.vote_crasher = bridge
         return [bridge]
 
-    def nemesis_restart(self, action: str, data: tuple[Any, int, int]) -> None:
+    def crash_after_vote(self, action: str, data: tuple[Any, int, int]) -> None:
+        """`vote-crash`: the bridge just granted a vote; it dies before anything else reaches it.
+        `restart`: it is back 1-4 ms later, well inside the election, so that a candidate still
+        asking finds it up and only its quorum-state file remembers the vote."""
         token, node_id, inc = data
         if self.fault is None or self.fault[1] is not token:
             return
