@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from reference_node.raft.config import RaftConfig
+
+_KAFKA_DEFAULTS = RaftConfig()
+
 READ_MODES = ("linearizable", "leader")
 
 
@@ -56,12 +60,13 @@ class NodeConfig:
     process_roles: tuple[str, ...] = ("controller",)
     bootstrap_servers: tuple[Endpoint, ...] = ()
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    election_backoff_max_ms: int = 1000
-    request_timeout_ms: int = 2000
-    retry_backoff_ms: int = 20
-    append_linger_ms: int = 25
+    # Kafka's defaults, kept in one place: the core's RaftConfig.
+    election_timeout_ms: int = _KAFKA_DEFAULTS.election_timeout_ms
+    fetch_timeout_ms: int = _KAFKA_DEFAULTS.fetch_timeout_ms
+    election_backoff_max_ms: int = _KAFKA_DEFAULTS.election_backoff_max_ms
+    request_timeout_ms: int = _KAFKA_DEFAULTS.request_timeout_ms
+    retry_backoff_ms: int = _KAFKA_DEFAULTS.retry_backoff_ms
+    append_linger_ms: int = _KAFKA_DEFAULTS.append_linger_ms
     unsafe: frozenset[str] = frozenset()
     read_mode: str = "linearizable"
     metrics_port: int = 0
