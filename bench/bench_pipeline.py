@@ -72,6 +72,8 @@ def _sizes(spark: Any, args: argparse.Namespace, quiet: IO[str]) -> None:
         print(f"{runs:>8} {lines:>11} {generated:>10.1f} {took:>9.1f} {runs / took:>8.1f} "
               f"{lines / took:>9.0f}  ({result.analyzed} analyzed, {len(result.skipped)} "
               "skipped)", flush=True)
+        steps = ", ".join(f"{k} {v:.1f}" for k, v in result.timings.items())
+        print(f"{'':>8} seconds per step: {steps}", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,6 @@ from typing import Any
 
 import allure
 
-# Anomalies that mean two nodes disagreed on what was committed, or two leaders in one epoch.
-SPLIT_BRAIN = ("split-brain", "inconsistent-offsets", "multiple-leaders", "committed-divergence")
-
-
 def attach_run(run_dir: Path) -> None:
     """Attach everything a reader needs to judge the run without the machine it ran on."""
     attach = allure.attach.file

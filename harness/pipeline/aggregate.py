@@ -1,4 +1,7 @@
-"""The tables of an analysis, per target x workload x nemesis (GROUP), from the loaded frames.
+"""The tables of an analysis, per target x workload x nemesis (GROUP), from the frame of runs.
+
+`good` is the runs without a problem (schemas.RUN, one row each, history facts nested): every
+table is one aggregation over it, no join; only latency and recovery quantiles unnest values.
 
 All of them are small (one row per group, or per group and operation, fault or anomaly kind), so
 the caller may collect them. Figures are rounded to 6 decimals, so that the same runs give the
@@ -15,6 +18,12 @@ QUANTILES = (0.5, 0.95, 0.99)
 DIGITS = 6
 
 
+def _ordered(frame: DataFrame, *keys: str | Column) -> DataFrame:
+    """`frame` in one partition, sorted: the global order of orderBy, without its range
+    partitioning (a sampling job and a shuffle); the tables are small."""
+    return frame.coalesce(1).sortWithinPartitions(*keys)
+
+
 def _r(column: Column) -> Column:
     return F.round(column, DIGITS)
 
@@ -25,80 +34,95 @@ def _share(part: Column, whole: Column) -> Column:
 
 def runs(all_runs: DataFrame) -> DataFrame:
     """One row per run found, analyzed or not (`problem` says why not)."""
-    return all_runs.select(
+    return _ordered(all_runs.select(
         "run_id", "test_name", "start_time", *GROUP, "seed", "valid", "stored_valid",
         "anomalies", "stored_anomalies", "lines", _r(F.col("duration_s")).alias("duration_s"),
-        "problem", "path").orderBy("run_id")
+        "problem", "path"), "run_id")
 
 
-def summary(good: DataFrame, ops: DataFrame, fault_ops: DataFrame) -> DataFrame:
+def summary(good: DataFrame) -> DataFrame:
     """Per group: runs, verdicts, throughput and availability during faults."""
-    verdicts = good.groupBy(*GROUP).agg(
+    table = good.groupBy(*GROUP).agg(
         F.count(F.lit(1)).alias("runs"),
         F.sum((F.col("valid") == "true").cast("long")).alias("valid"),
         F.sum((F.col("valid") == "false").cast("long")).alias("invalid"),
         F.sum((F.col("valid") == "unknown").cast("long")).alias("unknown"),
         F.sum((F.col("valid") != F.col("stored_valid")).cast("long")).alias("verdict_changed"),
         F.sum("duration_s").alias("duration_s"),
+        *[F.sum(c).alias(c) for c in ("ops", "ok_ops", "fault_ops", "fault_ok_ops")],
     )
-    counts = ops.groupBy(*GROUP).agg(
-        F.count(F.lit(1)).alias("ops"),
-        F.sum((F.col("type") == "ok").cast("long")).alias("ok_ops"),
-    )
-    faulty = fault_ops.groupBy(*GROUP).agg(
-        F.count(F.lit(1)).alias("fault_ops"),
-        F.sum((F.col("type") == "ok").cast("long")).alias("fault_ok_ops"),
-    )
-    table = verdicts.join(counts, GROUP, "left").join(faulty, GROUP, "left").na.fill(
-        0, ["ops", "ok_ops", "fault_ops", "fault_ok_ops"])
-    return table.select(
+    return _ordered(table.select(
         *GROUP, "runs", "valid", "invalid", "unknown",
         _share(F.col("valid"), F.col("runs")).alias("valid_share"), "verdict_changed",
         "ops", "ok_ops", _r(F.col("duration_s")).alias("duration_s"),
         _share(F.col("ok_ops"), F.col("duration_s")).alias("throughput_ok_per_s"),
         "fault_ops", "fault_ok_ops",
         _share(F.col("fault_ok_ops"), F.col("fault_ops")).alias("availability_during_faults"),
-    ).orderBy(*GROUP)
+    ), *GROUP)
 
 
-def latency(ops: DataFrame) -> DataFrame:
+def _quantile(values: Column, q: float) -> Column:
+    """The q-quantile of a sorted array, interpolated linearly between ranks: Spark's
+    `percentile` (and pandas' `quantile`), computed the way `percentile` computes it."""
+    n = F.size(values)
+    pos = (n - 1) * F.lit(q)
+    lo, hi = F.floor(pos), F.ceil(pos)
+    at_lo = F.element_at(values, (lo + 1).cast("int"))
+    at_hi = F.element_at(values, (hi + 1).cast("int"))
+    return F.when(n <= 0, F.lit(None).cast("double")).when(lo == hi, at_lo).otherwise(
+        (hi - pos) * at_lo + (pos - lo) * at_hi)
+
+
+def _quantiles(values: Column) -> list[Column]:
+    """p50/p95/p99 and the mean of an array of sorted values (null when it is empty).
+
+    Exact quantiles from the sorted values of a whole group: Spark's `percentile` over the same
+    values, unnested one row each, costs several times more (a hash map of boxed doubles).
+    """
+    n = F.size(values)
+    total = F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x)
+    return [*[_r(_quantile(values, x)).alias(f"p{round(x * 100)}_ms") for x in QUANTILES],
+            _r(F.when(n > 0, total / n)).alias("mean_ms")]
+
+
+def latency(good: DataFrame) -> DataFrame:
     """Per group and operation: latency quantiles of the `ok` completions, in milliseconds.
 
     Exact quantiles, interpolated linearly between ranks (as pandas' `quantile` does).
     """
-    q = F.percentile(F.col("latency_ms"), F.array(*[F.lit(x) for x in QUANTILES]))
-    per = ops.where(F.col("type") == "ok").groupBy(*GROUP, "f").agg(
-        F.count(F.lit(1)).alias("ok_ops"), q.alias("q"), F.avg("latency_ms").alias("mean"))
-    names = [f"p{round(x * 100)}_ms" for x in QUANTILES]
-    return per.select(*GROUP, "f", "ok_ops", *[_r(F.col("q")[i]).alias(n)
-                                               for i, n in enumerate(names)],
-                      _r(F.col("mean")).alias("mean_ms")).orderBy(*GROUP, "f")
+    per_f = good.select(*GROUP, F.explode("latencies").alias("l"))
+    per = per_f.groupBy(*GROUP, F.col("l.f").alias("f")).agg(
+        F.array_sort(F.flatten(F.collect_list("l.ms"))).alias("ms"))
+    return _ordered(per.select(*GROUP, "f", F.size("ms").alias("ok_ops"),
+                               *_quantiles(F.col("ms"))), *GROUP, "f")
 
 
 def anomalies(good: DataFrame) -> DataFrame:
     """Per group and anomaly kind: how many runs showed it."""
     kinds = good.select(*GROUP, F.explode("anomalies").alias("anomaly"))
-    return kinds.groupBy(*GROUP, "anomaly").agg(F.count(F.lit(1)).alias("runs")).orderBy(
-        *GROUP, "anomaly")
+    return _ordered(kinds.groupBy(*GROUP, "anomaly").agg(F.count(F.lit(1)).alias("runs")),
+                    *GROUP, "anomaly")
 
 
-def availability(fault_ops_by_kind: DataFrame) -> DataFrame:
+def availability(good: DataFrame) -> DataFrame:
     """Per group and fault kind: share of ok among operations invoked while that fault was open."""
-    per = fault_ops_by_kind.groupBy(*GROUP, "fault").agg(
-        F.count(F.lit(1)).alias("ops"), F.sum((F.col("type") == "ok").cast("long")).alias("ok"))
-    return per.select(*GROUP, "fault", "ops", "ok",
-                      _share(F.col("ok"), F.col("ops")).alias("availability")).orderBy(
-        *GROUP, "fault")
+    kinds = good.select(*GROUP, F.explode("faults").alias("k"))
+    per = kinds.groupBy(*GROUP, F.col("k.fault").alias("fault")).agg(
+        F.sum("k.ops").alias("ops"), F.sum("k.ok").alias("ok"))
+    return _ordered(per.select(*GROUP, "fault", "ops", "ok",
+                               _share(F.col("ok"), F.col("ops")).alias("availability")),
+                    *GROUP, "fault")
 
 
-def recovery(recoveries: DataFrame) -> DataFrame:
+def recovery(good: DataFrame) -> DataFrame:
     """Per group, fault kind and event (start/stop): time to the next ok operation, in ms."""
-    q = F.percentile(F.col("recovery_ms"), F.array(*[F.lit(x) for x in QUANTILES]))
-    per = recoveries.groupBy(*GROUP, "fault", "event").agg(
-        F.count(F.lit(1)).alias("events"), F.count("recovery_ms").alias("recovered"),
-        q.alias("q"), F.avg("recovery_ms").alias("mean"), F.max("recovery_ms").alias("max"))
-    return per.select(*GROUP, "fault", "event", "events", "recovered",
-                      *[_r(F.col("q")[i]).alias(f"p{round(x * 100)}_ms")
-                        for i, x in enumerate(QUANTILES)],
-                      _r(F.col("mean")).alias("mean_ms"), _r(F.col("max")).alias("max_ms"),
-                      ).orderBy(*GROUP, "fault", F.desc("event"))
+    events = good.select(*GROUP, F.explode("recoveries").alias("e")).select(
+        *GROUP, "e.fault", "e.event", F.col("e.ms").alias("recovery_ms"))
+    per = events.groupBy(*GROUP, "fault", "event").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.array_sort(F.collect_list("recovery_ms")).alias("ms"),  # without the nulls
+        F.max("recovery_ms").alias("max"))
+    return _ordered(per.select(*GROUP, "fault", "event", "events",
+                               F.size("ms").alias("recovered"), *_quantiles(F.col("ms")),
+                               _r(F.col("max")).alias("max_ms")),
+                    *GROUP, "fault", F.desc("event"))

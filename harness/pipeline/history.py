@@ -1,132 +1,200 @@
-"""Histories as Spark DataFrames: parsing in the JVM, then the per-operation facts aggregates need.
+"""One run's history.jsonl, read once in the Spark task that re-checks the run: its problems and
+the per-run facts the aggregates need. Plain Python, no Spark: a run is small (thousands of lines),
+and the task has the history in hand anyway for the checkers.
 
-Every history.jsonl is read by Spark's JSON reader with an explicit schema (schemas.HISTORY); a
-line that is not JSON, or lacks one of index/time/process/type/f, marks its run corrupt. The
-run of a line comes from its file's path.
+A line that is not a JSON object, lacks one of index/time/process/type/f (or has it null), has an
+index or time that is not an integer, or a type outside invoke/ok/fail/info, marks its run corrupt.
+Blank lines are ignored (as the checkers and Spark's JSON reader do).
 
 Definitions (the summary page repeats them):
-- a client operation is a completion (`ok`, `fail`, `info`) of a non-nemesis process; its latency
-  is the time from the invoke just before it, of the same process.
-- a fault event is a nemesis completion whose `f` is `start-KIND` or `stop-KIND`; a fault window of
-  KIND opens at a start and closes at the next stop of that KIND (or at the end of the history).
-- an operation is during a fault when it was invoked while some window was open.
-- the recovery after a fault event is the time to the next `ok` client completion.
+- a client operation is a completion (`ok`, `fail`, `info`) of a non-nemesis process whose
+  previous line (in index order) was an invoke; its latency is the time from that invoke.
+- a fault event is a nemesis completion (`ok` or `info`) whose `f` is `start-KIND` or `stop-KIND`;
+  a fault window of KIND opens at a start and closes at the next event of that KIND (by time, then
+  index) when that is a stop, else at the end of the history (its last line's time).
+- an operation is during a fault when it was invoked while some window was open; per fault kind,
+  it counts once for each kind whose window was open.
+- the recovery after a fault event is the time to the first `ok` client completion strictly later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
-
-from harness.pipeline import schemas
-
-OP_TYPES = ("invoke", "ok", "fail", "info")
+OP_TYPES = frozenset(("invoke", "ok", "fail", "info"))
 REQUIRED = ("index", "time", "process", "type", "f")
-GLOB = str.maketrans({c: "\\" + c for c in "\\[]{}*?"})
+NEMESIS = "nemesis"
+EVENT = re.compile(r"(start|stop)-(.+)")
+NS_PER_MS = 1e6
+NS_PER_S = 1e9
 
 
-def _run_id(file_uri: Column) -> Column:
-    # The path comes back URI-encoded ("%20" for a space) with "+" left as is; url_decode would
-    # read "+" as a space, so it is escaped first.
-    tail = F.regexp_extract(file_uri, r"([^/]+/[^/]+)/history\.jsonl$", 1)
-    return F.url_decode(F.replace(tail, F.lit("+"), F.lit("%2B")))
+@dataclass
+class Facts:
+    """What the aggregates need of one run's history.
+
+    `latencies` maps f to the latencies (ms) of its `ok` operations; `by_fault` maps a fault kind
+    to (operations invoked during it, of which ok); `recoveries` lists (fault, event, ms or None).
+    """
+
+    ops: int = 0
+    ok_ops: int = 0
+    fault_ops: int = 0
+    fault_ok_ops: int = 0
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    by_fault: dict[str, tuple[int, int]] = field(default_factory=dict)
+    recoveries: list[tuple[str, str, float | None]] = field(default_factory=list)
 
 
-def read(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """The lines of the given runs' histories, with `run_id` and a `bad` flag per line."""
-    files = [f"{p.translate(GLOB)}/history.jsonl" for p in paths]
-    if files:
-        lines = (spark.read.schema(schemas.HISTORY)
-                 .option("mode", "PERMISSIVE")
-                 .option("columnNameOfCorruptRecord", schemas.CORRUPT)
-                 .json(files))
-    else:  # the reader refuses an empty list of paths
-        lines = spark.createDataFrame([], schemas.HISTORY)
-    bad = F.col(schemas.CORRUPT).isNotNull() | ~F.col("type").isin(*OP_TYPES)
+@dataclass
+class History:
+    """A history as read: `lines` non-blank lines, `bad` of them not operations."""
+
+    lines: int
+    bad: int
+    first: int | None  # the smallest and largest `time` of any line
+    last: int | None
+    ops: list[dict[str, Any]]  # the good lines, in file order
+
+    @property
+    def problem(self) -> str | None:
+        if self.lines == 0:
+            return "history.jsonl is empty"
+        if self.bad:
+            return (f"history.jsonl: {self.bad} of {self.lines} lines are not operations "
+                    "(invalid JSON, truncated, or missing index/time/process/type/f)")
+        return None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.first is None or self.last is None:
+            return None
+        return (self.last - self.first) / NS_PER_S
+
+
+def _int(value: object) -> bool:
+    return type(value) is int
+
+
+def _good(op: object) -> bool:
+    if type(op) is not dict:
+        return False
     for name in REQUIRED:
-        bad = bad | F.col(name).isNull()
-    return lines.select(_run_id(F.input_file_name()).alias("run_id"), "index", "time", "process",
-                        "type", "f", F.coalesce(bad, F.lit(True)).alias("bad"))
+        if op.get(name) is None:
+            return False
+    return _int(op["index"]) and _int(op["time"]) and op["type"] in OP_TYPES
 
 
-def problems(lines: DataFrame) -> DataFrame:
-    """(run_id, problem, lines, duration_s, end) per run: what is wrong with its history, if any.
-
-    `end` is the time of its last line, `duration_s` the time from its first line to its last.
-    """
-    per_run = lines.groupBy("run_id").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.sum(F.col("bad").cast("long")).alias("bad_lines"),
-        ((F.max("time") - F.min("time")) / 1e9).alias("duration_s"),
-        F.max("time").alias("end"),
-    )
-    problem = F.when(
-        F.col("bad_lines") > 0,
-        F.format_string("history.jsonl: %d of %d lines are not operations (invalid JSON, "
-                        "truncated, or missing index/time/process/type/f)",
-                        "bad_lines", "lines"))
-    return per_run.select("run_id", problem.alias("problem"), "lines", "duration_s", "end")
+def parse(texts: Iterable[str]) -> list[object]:
+    """Each non-blank line as JSON, or None for a line that is not JSON."""
+    out: list[object] = []
+    loads = json.loads
+    for text in texts:
+        if not text.strip():
+            continue
+        try:
+            out.append(loads(text))
+        except ValueError:
+            out.append(None)
+    return out
 
 
-def client_ops(lines: DataFrame) -> DataFrame:
-    """(run_id, f, type, latency_ms, invoke_time, time) for every client completion."""
-    client = lines.where(F.col("process") != "nemesis")
-    w = Window.partitionBy("run_id", "process").orderBy("index")
-    paired = client.select(
-        "run_id", "f", "type", "time",
-        F.lag("type").over(w).alias("prev_type"), F.lag("time").over(w).alias("invoke_time"))
-    done = paired.where((F.col("type") != "invoke") & (F.col("prev_type") == "invoke"))
-    return done.select("run_id", "f", "type", "invoke_time", "time",
-                       ((F.col("time") - F.col("invoke_time")) / 1e6).alias("latency_ms"))
+def read(path: str) -> History:
+    """Read and classify a history.jsonl (OSError when it cannot be opened)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return classify(parse(f))
 
 
-def fault_events(lines: DataFrame) -> DataFrame:
-    """(run_id, fault, event, time, index): nemesis completions that start or stop a fault."""
-    nemesis = lines.where((F.col("process") == "nemesis") & F.col("type").isin("ok", "info"))
-    parts = F.regexp_extract("f", r"^(start|stop)-(.+)$", 1), F.regexp_extract(
-        "f", r"^(start|stop)-(.+)$", 2)
-    return (nemesis.select("run_id", parts[1].alias("fault"), parts[0].alias("event"), "time",
-                           "index")
-            .where(F.col("event") != ""))
+def classify(items: list[object]) -> History:
+    """Split parsed lines into operations and bad lines (`items` may be checkers' loaded ops)."""
+    good: list[dict[str, Any]] = []
+    first = last = None
+    for item in items:
+        if _good(item):
+            good.append(item)  # type: ignore[arg-type]
+        if type(item) is dict:
+            t = item.get("time")
+            if _int(t):
+                if first is None or t < first:
+                    first = t
+                if last is None or t > last:
+                    last = t
+    return History(len(items), len(items) - len(good), first, last, good)
 
 
-def fault_windows(events: DataFrame, spans: DataFrame) -> DataFrame:
-    """(run_id, fault, start, stop): each start paired with the next stop of the same fault."""
-    w = Window.partitionBy("run_id", "fault").orderBy("time", "index")
-    nxt = events.select("run_id", "fault", "event", F.col("time").alias("start"),
-                        F.lead("event").over(w).alias("next_event"),
-                        F.lead("time").over(w).alias("next_time"))
-    starts = nxt.where(F.col("event") == "start").join(
-        spans.select("run_id", "end"), "run_id", "left")
-    stop = F.when(F.col("next_event") == "stop", F.col("next_time")).otherwise(F.col("end"))
-    return starts.select("run_id", "fault", "start", stop.alias("stop"))
+def _text(value: object) -> str:
+    # As Spark reads a JSON value into a string column: a string as is, anything else as JSON.
+    if type(value) is str:
+        return value  # type: ignore[return-value]
+    return str(value) if type(value) is int else json.dumps(value)
 
 
-def in_fault_ops(ops: DataFrame, windows: DataFrame) -> DataFrame:
-    """The client operations invoked while some fault window was open (each once)."""
-    o, w = ops.alias("o"), F.broadcast(windows.alias("w"))
-    cond = ((F.col("o.run_id") == F.col("w.run_id")) & (F.col("o.invoke_time") >= F.col("w.start"))
-            & (F.col("o.invoke_time") < F.col("w.stop")))
-    return o.join(w, cond, "left_semi")
+def facts(history: History) -> Facts:
+    """The per-run facts of a history without bad lines (see the module's definitions)."""
+    ops = sorted(history.ops, key=itemgetter("index"))  # linear when already in order
+    end = history.last
+    out = Facts()
+    last_of: dict[str, tuple[str, int]] = {}
+    client: list[tuple[str, str, int, int]] = []  # (f, type, invoke time, completion time)
+    events: list[tuple[int, int, str, str]] = []  # (time, index, event, fault)
+    for op in ops:
+        process, type_, t = op["process"], op["type"], op["time"]
+        if process == NEMESIS:
+            if type_ == "ok" or type_ == "info":
+                f = op["f"]
+                m = EVENT.fullmatch(f) if type(f) is str else None
+                if m:
+                    events.append((t, op["index"], m.group(1), m.group(2)))
+            continue
+        key = _text(process)
+        prev = last_of.get(key)
+        last_of[key] = (type_, t)
+        if type_ != "invoke" and prev is not None and prev[0] == "invoke":
+            client.append((_text(op["f"]), type_, prev[1], t))
 
+    windows: dict[str, list[tuple[int, int]]] = {}
+    by_kind: dict[str, list[tuple[int, int, str]]] = {}
+    for t, index, event, fault in events:
+        by_kind.setdefault(fault, []).append((t, index, event))
+    for fault, seq in by_kind.items():
+        seq.sort()
+        for i, (t, _, event) in enumerate(seq):
+            if event == "start":
+                stop = seq[i + 1][0] if i + 1 < len(seq) and seq[i + 1][2] == "stop" else end
+                windows.setdefault(fault, []).append((t, stop if stop is not None else t))
 
-def recoveries(ops: DataFrame, events: DataFrame) -> DataFrame:
-    """(run_id, fault, event, recovery_ms): time from each fault event to the next ok completion.
+    ok_times: list[int] = []
+    counts: dict[str, list[int]] = {}
+    for f, type_, t0, t1 in client:
+        ok = type_ == "ok"
+        if ok:
+            ok_times.append(t1)
+            out.latencies.setdefault(f, []).append((t1 - t0) / NS_PER_MS)
+        during = False
+        for fault, spans in windows.items():
+            for a, b in spans:
+                if a <= t0 < b:
+                    during = True
+                    c = counts.setdefault(fault, [0, 0])
+                    c[0] += 1
+                    c[1] += ok
+                    break
+        if during:
+            out.fault_ops += 1
+            out.fault_ok_ops += ok
+    out.ops = len(client)
+    out.ok_ops = len(ok_times)
+    out.by_fault = {k: (v[0], v[1]) for k, v in counts.items()}
 
-    `recovery_ms` is null when no operation succeeded after the event.
-    """
-    oks = ops.where(F.col("type") == "ok").select(
-        "run_id", "time", F.lit(None).cast("long").alias("index"), F.lit(None).cast("string")
-        .alias("fault"), F.lit(None).cast("string").alias("event"), F.col("time").alias("ok_time"))
-    evs = events.select("run_id", "time", "index", "fault", "event",
-                        F.lit(None).cast("long").alias("ok_time"))
-    # Scanning backwards, the earliest ok seen so far is the next one after each row: a growing
-    # frame, linear per run (a frame towards the end would be quadratic).
-    w = (Window.partitionBy("run_id").orderBy(F.desc("time"), F.desc_nulls_last("index"))
-         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    both = oks.unionByName(evs).select("*", F.min("ok_time").over(w).alias("next_ok"))
-    return both.where(F.col("event").isNotNull()).select(
-        "run_id", "fault", "event", ((F.col("next_ok") - F.col("time")) / 1e6)
-        .alias("recovery_ms"))
+    ok_times.sort()
+    for t, _, event, fault in events:
+        i = bisect_right(ok_times, t)
+        out.recoveries.append(
+            (fault, event, (ok_times[i] - t) / NS_PER_MS if i < len(ok_times) else None))
+    return out

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.pipeline import aggregate, discover, runinfo
-from harness.pipeline import history as hist
 from harness.pipeline.progress import Progress
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ class Analysis:
     skipped: list[tuple[str, str]]  # (run_id, problem)
     seconds: float
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step, for the bench
 
 
 def _partitions(spark: SparkSession, runs: int, wanted: int | None) -> int:
@@ -42,55 +42,36 @@ def _partitions(spark: SparkSession, runs: int, wanted: int | None) -> int:
 
 def _load_runs(spark: SparkSession, refs: list[discover.RunRef], recheck: bool,
                partitions: int) -> DataFrame:
+    """One row per run (schemas.RUN), each made by one Python task reading the run's files once."""
     from harness.pipeline import schemas
 
-    readable = [(r.run_id, r.path) for r in refs if not r.problem]
-    missing = [(r.run_id, r.path, *([None] * 10), r.problem) for r in refs if r.problem]
-    rdd = spark.sparkContext.parallelize(readable, max(1, min(partitions, len(readable))))
-    checked = spark.createDataFrame(
-        rdd.mapPartitions(lambda part: runinfo.run_tuples(part, recheck)), schemas.RUN)
-    return checked.unionByName(spark.createDataFrame(missing, schemas.RUN))
+    items = [(r.run_id, r.path, r.problem) for r in refs]
+    rdd = spark.sparkContext.parallelize(items, max(1, min(partitions, len(items))))
+    rows = rdd.mapPartitions(lambda part: runinfo.run_tuples(part, recheck))
+    # The rows are built to the schema by run_tuple; checking each value again in Python would
+    # cost as much as building it (a run holds a few thousand latencies).
+    return spark.createDataFrame(rows, schemas.RUN, verifySchema=False)
 
 
-def _frames(spark: SparkSession, refs: list[discover.RunRef], recheck: bool,
-            partitions: int) -> dict[str, DataFrame]:
-    from pyspark import StorageLevel
+def _frames(runs: DataFrame) -> dict[str, DataFrame]:
     from pyspark.sql import functions as F
 
-    meta = _load_runs(spark, refs, recheck, partitions)
-    lines = hist.read(spark, [r.path for r in refs if not r.problem]).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    spans = hist.problems(lines).persist()
-    runs = (meta.join(spans.withColumnRenamed("problem", "history_problem"), "run_id", "left")
-            .withColumn("problem", F.coalesce(
-                "problem", "history_problem",
-                F.when(F.col("lines").isNull(), F.lit("history.jsonl is empty"))))
-            .drop("history_problem").persist())
     good = runs.where(F.col("problem").isNull())
-    keys = F.broadcast(good.select("run_id", *aggregate.GROUP))
-    ops = hist.client_ops(lines).join(keys, "run_id").persist(StorageLevel.MEMORY_AND_DISK)
-    events = hist.fault_events(lines).join(keys, "run_id")
-    windows = hist.fault_windows(events, spans).persist()
-    fault_ops = hist.in_fault_ops(ops, windows)
-    by_kind = ops.alias("o").join(
-        F.broadcast(windows.alias("w")),
-        (F.col("o.run_id") == F.col("w.run_id")) & (F.col("o.invoke_time") >= F.col("w.start"))
-        & (F.col("o.invoke_time") < F.col("w.stop"))).select("o.*", "w.fault")
-    recoveries = hist.recoveries(ops, events).join(keys, "run_id")
     return {
-        "summary": aggregate.summary(good, ops, fault_ops),
-        "latency": aggregate.latency(ops),
-        "anomalies": aggregate.anomalies(good),
-        "availability": aggregate.availability(by_kind),
-        "recovery": aggregate.recovery(recoveries),
         "runs": aggregate.runs(runs),
+        "summary": aggregate.summary(good),
+        "latency": aggregate.latency(good),
+        "anomalies": aggregate.anomalies(good),
+        "availability": aggregate.availability(good),
+        "recovery": aggregate.recovery(good),
     }
 
 
 def _write(name: str, frame: DataFrame, out: Path) -> pd.DataFrame:
+    # Computed once (the collect fills the cache), then written from the cache.
     frame = frame.persist()
-    frame.coalesce(1).write.mode("overwrite").parquet(str(out / f"{name}.parquet"))
     table: pd.DataFrame = frame.toPandas()
+    frame.write.mode("overwrite").parquet(str(out / f"{name}.parquet"))
     frame.unpersist()
     flat = table.copy()
     for column in flat.columns:
@@ -119,18 +100,35 @@ def analyze(spark: SparkSession, results_dir: Path | str, out: Path | str, reche
         runinfo.load_check_run()  # fail here, clearly, rather than in every task
     progress.follow(spark.sparkContext)
     progress.step(f"{len(refs)} runs found; loading and {'re-checking' if recheck else 'reading'}")
-    frames = _frames(spark, refs, recheck, _partitions(spark, len(refs), partitions))
-    tables: dict[str, Any] = {}
-    for name in ("runs", "summary", "latency", "anomalies", "availability", "recovery"):
-        progress.step(f"computing {name}")
-        tables[name] = _write(name, frames[name], out)
+    timings: dict[str, float] = {"discover": time.monotonic() - started}
+    from pyspark import StorageLevel
+
+    # Every table is an aggregation of this frame: it is built once (the only Python work), kept,
+    # and dropped at the end.
+    runs = _load_runs(spark, refs, recheck, _partitions(spark, len(refs), partitions)).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    try:
+        t0 = time.monotonic()
+        runs.count()
+        timings["load"] = time.monotonic() - t0
+        frames = _frames(runs)
+        tables: dict[str, Any] = {}
+        for name in ("runs", "summary", "latency", "anomalies", "availability", "recovery"):
+            progress.step(f"computing {name}")
+            t0 = time.monotonic()
+            tables[name] = _write(name, frames[name], out)
+            timings[name] = time.monotonic() - t0
+    finally:
+        runs.unpersist()
     runs = tables["runs"]
     bad = runs[runs["problem"].notna()]
     skipped = list(zip(bad["run_id"], bad["problem"], strict=True))
     bad[["run_id", "problem", "path"]].to_csv(out / "skipped.csv", index=False)
     analysis = Analysis(out, len(refs), len(refs) - len(skipped), skipped,
-                        time.monotonic() - started, tables)
+                        time.monotonic() - started, tables, timings)
     progress.step("writing the summary page")
+    t0 = time.monotonic()
     report.write(analysis, recheck)
+    timings["report"] = time.monotonic() - t0
     analysis.seconds = time.monotonic() - started
     return analysis

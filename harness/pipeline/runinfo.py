@@ -1,7 +1,11 @@
-"""One run's metadata and verdict, computed inside a Spark task (so: no Spark here, plain I/O).
+"""One run, computed inside a Spark task (so: no Spark here, plain I/O): its metadata, its verdict,
+and the facts of its history, reading each file once.
 
-The re-check calls `checkers.check_run`, the very function behind `kraft check RUN_DIR`, so the
-pipeline's verdict for a run is by construction the one `kraft check` prints.
+The re-check is `checkers.check_run`, the function behind `kraft check RUN_DIR`, taken apart only
+so that the history it loads is read once for both: `check_run(run)` is
+`check(load(run/history.jsonl), read_test(run/test.json), node_dirs(run))`, and `recheck` makes
+exactly those calls, then hands the loaded history to `history.facts`. The pipeline's verdict for
+a run is so the one `kraft check` prints (the acceptance tests compare them).
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.pipeline import history as hist
+
 RunTuple = tuple[Any, ...]  # the fields of schemas.RUN, in order
-CheckRun = Callable[[Path], dict[str, Any]]
+# A run directory -> (its results, as check_run gives them; the history the checkers loaded).
+Recheck = Callable[[Path], tuple[dict[str, Any], list[Any]]]
 
 
 class BadRun(Exception):
@@ -82,45 +89,91 @@ def _fields(test: dict[str, Any]) -> tuple[str, str]:
     return target, workload
 
 
-def run_tuple(run_id: str, path: str, check_run: CheckRun | None) -> RunTuple:
-    """The row of schemas.RUN for one run; never raises for a bad run, reports it in `problem`."""
-    try:
-        test = _read_json(path, "test.json")
-        target, workload = _fields(test)
-        stored = _read_json(path, "results.json")
-    except BadRun as exc:
-        return (run_id, path, None, None, None, None, None, None, None, None, None, None, str(exc))
+def _meta(path: str) -> tuple[list[Any], dict[str, Any]]:
+    """The metadata fields of schemas.RUN (up to stored_anomalies), and results.json."""
+    test = _read_json(path, "test.json")
+    target, workload = _fields(test)
+    stored = _read_json(path, "results.json")
     seed = test.get("seed")
-    row = [run_id, path, str(test.get("name", "")), str(test.get("start_time", "")), target,
-           workload, nemesis_label(test.get("nemesis")),
-           seed if isinstance(seed, int) and -2**63 <= seed < 2**63 else None,
-           verdict(stored.get("valid")), anomaly_kinds(stored)]
-    problem = None
-    checked = stored
-    if check_run is not None:
-        try:
-            checked = check_run(Path(path))
-        except Exception as exc:
-            # kraft check refuses such a run too (bad input); it is skipped, not judged.
-            problem = f"kraft check cannot read the run: {type(exc).__name__}: {exc}"
-    row += [verdict(checked.get("valid")), anomaly_kinds(checked), problem]
-    return tuple(row)
+    return ([str(test.get("name", "")), str(test.get("start_time", "")), target, workload,
+             nemesis_label(test.get("nemesis")),
+             seed if isinstance(seed, int) and -2**63 <= seed < 2**63 else None,
+             verdict(stored.get("valid")), anomaly_kinds(stored)], stored)
 
 
-def load_check_run() -> CheckRun:
-    """`checkers.check_run`, or ImportError saying how to do without it."""
+def _history(path: str, loaded: list[Any] | None) -> hist.History | str:
+    if loaded is not None:
+        return hist.classify(loaded)
     try:
-        import checkers
-        check_run: CheckRun = checkers.check_run  # type: ignore[attr-defined]
+        return hist.read(os.path.join(path, "history.jsonl"))
+    except OSError as exc:
+        return f"cannot read history.jsonl: {exc.strerror or exc}"
+
+
+def run_tuple(run_id: str, path: str, recheck: Recheck | None,
+              missing: str | None = None) -> RunTuple:
+    """The row of schemas.RUN for one run; never raises for a bad run, reports it in `problem`.
+
+    `missing` is what discovery found wrong (a missing file): such a run is not read at all.
+    """
+    if missing:
+        return (run_id, path, *([None] * 10), missing, *([None] * 9))
+    meta: list[Any] = [None] * 8
+    problem: str | None = None
+    loaded: list[Any] | None = None
+    try:
+        meta, stored = _meta(path)
+    except BadRun as exc:
+        problem = str(exc)
+        checked: dict[str, Any] | None = None
+    else:
+        checked = stored
+        if recheck is not None:
+            try:
+                checked, loaded = recheck(Path(path))
+            except Exception as exc:
+                # kraft check refuses such a run too (bad input); it is skipped, not judged.
+                problem = f"kraft check cannot read the run: {type(exc).__name__}: {exc}"
+    verdicts = [None, None] if checked is None else [verdict(checked.get("valid")),
+                                                     anomaly_kinds(checked)]
+    history = _history(path, loaded)
+    if isinstance(history, str):
+        return (run_id, path, *meta, *verdicts, problem or history, *([None] * 9))
+    problem = problem or history.problem
+    lines = history.lines or None
+    if problem is not None:
+        return (run_id, path, *meta, *verdicts, problem, lines, history.duration_s,
+                *([None] * 7))
+    facts = hist.facts(history)
+    return (run_id, path, *meta, *verdicts, None, lines, history.duration_s,
+            facts.ops, facts.ok_ops, facts.fault_ops, facts.fault_ok_ops,
+            list(facts.latencies.items()),
+            [(k, ops, ok) for k, (ops, ok) in facts.by_fault.items()],
+            facts.recoveries)
+
+
+def load_check_run() -> Recheck:
+    """`checkers.check_run` in the form `recheck` uses, or ImportError saying how to do without."""
+    try:
+        from checkers import compose
+        from checkers import history as checked_history
+        check, read_test, node_dirs = compose.check, compose.read_test, compose.node_dirs
+        load = checked_history.load
     except (ImportError, AttributeError) as exc:
         raise ImportError(f"cannot re-check runs: checkers.check_run is not available ({exc}); "
                           "install the project (pip install -e .) or pass --no-recheck to use "
                           "the stored verdicts") from exc
-    return check_run
+
+    def recheck(run: Path) -> tuple[dict[str, Any], list[Any]]:
+        # checkers.compose.check_run, with the history it loads kept for the facts.
+        history = load(run / "history.jsonl")
+        return check(history, read_test(run / "test.json"), node_dirs(run)), history
+
+    return recheck
 
 
-def run_tuples(refs: Iterable[tuple[str, str]], recheck: bool) -> Iterator[RunTuple]:
-    """Spark task body: the rows of a partition of (run_id, path)."""
-    check_run = load_check_run() if recheck else None
-    for run_id, path in refs:
-        yield run_tuple(run_id, path, check_run)
+def run_tuples(refs: Iterable[tuple[str, str, str | None]], recheck: bool) -> Iterator[RunTuple]:
+    """Spark task body: the rows of a partition of (run_id, path, problem found by discovery)."""
+    checker = load_check_run() if recheck else None
+    for run_id, path, missing in refs:
+        yield run_tuple(run_id, path, checker, missing)

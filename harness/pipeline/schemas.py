@@ -1,37 +1,24 @@
-"""Explicit Spark schemas of what the pipeline reads and builds.
+"""The explicit Spark schema of what the pipeline builds: one row per run.
 
-Explicit, not inferred: inference would read every file twice and would guess a different type
-for a field that is an integer in one run and a string in another (`process` is both).
+Explicit, not inferred: inference would look at the rows twice and could guess differently from
+one batch of runs to the next. The history facts (history.Facts) are nested in the run's row, so
+that the one Python task that reads a run hands Spark everything about it at once.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.types import (
     ArrayType,
+    DoubleType,
     LongType,
     StringType,
     StructField,
     StructType,
 )
 
-CORRUPT = "_corrupt"
-
-# One line of history.jsonl. `value` is kept as raw JSON text: Spark's JSON reader stores an
-# object in a string field verbatim, and the aggregates never look inside it.
-HISTORY = StructType([
-    StructField("index", LongType()),
-    StructField("time", LongType()),
-    StructField("process", StringType()),
-    StructField("type", StringType()),
-    StructField("f", StringType()),
-    StructField("value", StringType()),
-    StructField("node", StringType()),
-    StructField("error", StringType()),
-    StructField(CORRUPT, StringType()),
-])
-
-# One run, from its test.json and results.json, and the checkers' verdict when re-checked.
-# Verdicts are the strings "true", "false", "unknown".
+# One run, from its test.json and results.json, the checkers' verdict when re-checked, and the
+# facts of its history (null when the run has a `problem`). Verdicts are "true", "false",
+# "unknown".
 RUN = StructType([
     StructField("run_id", StringType(), False),
     StructField("path", StringType(), False),
@@ -46,4 +33,21 @@ RUN = StructType([
     StructField("valid", StringType()),
     StructField("anomalies", ArrayType(StringType())),
     StructField("problem", StringType()),
+    StructField("lines", LongType()),  # non-blank lines of history.jsonl
+    StructField("duration_s", DoubleType()),  # first line to last
+    StructField("ops", LongType()),  # client operations (completions paired with an invoke)
+    StructField("ok_ops", LongType()),
+    StructField("fault_ops", LongType()),  # invoked while some fault window was open
+    StructField("fault_ok_ops", LongType()),
+    # per f: the latencies (ms) of its ok operations
+    StructField("latencies", ArrayType(StructType([
+        StructField("f", StringType()), StructField("ms", ArrayType(DoubleType()))]))),
+    # per fault kind: operations invoked while it was open, and how many of them were ok
+    StructField("faults", ArrayType(StructType([
+        StructField("fault", StringType()), StructField("ops", LongType()),
+        StructField("ok", LongType())]))),
+    # per fault event: time to the next ok completion (null: none came)
+    StructField("recoveries", ArrayType(StructType([
+        StructField("fault", StringType()), StructField("event", StringType()),
+        StructField("ms", DoubleType())]))),
 ])

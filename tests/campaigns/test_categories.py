@@ -39,6 +39,8 @@ def write_history(tmp_path: Path) -> Path:
     (("stale-read",), "Stale read"),
     (("lost-write",), "Lost write"),
     (("inconsistent-offsets",), "Split brain"),
+    (("multiple-leaders",), "Split brain"),
+    (("log-divergence",), "Split brain"),
     (("duplicate",), "Other anomaly"),
     (("phantom", "nonmonotonic-read"), "Other anomaly"),
 ])
@@ -53,6 +55,11 @@ def test_message_names_the_anomaly_and_its_operations(tmp_path: Path) -> None:
     assert first == "invalid: stale-read"
     assert "op 1 t=0.005s process=0 node=n1 ok append" in message
     assert "op 3 t=0.009s process=1 node=n2 ok read" in message
+
+
+def test_allure_pytest_prefix_is_matched(tmp_path: Path) -> None:
+    message = "Failed: " + failure_message(results_with("lost-write"), write_history(tmp_path))
+    assert categories_of(message, "failed") == ["Lost write"]
 
 
 def test_two_named_anomalies_land_in_both(tmp_path: Path) -> None:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import checkers
 from harness.pipeline import discover, runinfo, schemas, synthetic
+
+
+def field_map(row: tuple) -> dict:
+    return dict(zip([f.name for f in schemas.RUN.fields], row, strict=True))
 
 
 def test_discover_skips_links_and_own_output(tmp_path: Path) -> None:
@@ -36,27 +41,54 @@ def test_run_tuple_reports_bad_json(tmp_path: Path) -> None:
     made = synthetic.generate(tmp_path, 1, seed=1, lines=50)
     run = made.runs[0]
     (run / "test.json").write_text("{")
-    row = runinfo.run_tuple("a/b", str(run), None)
-    assert row[0] == "a/b" and "test.json is not valid JSON" in row[-1]
+    row = field_map(runinfo.run_tuple("a/b", str(run), None))
+    assert row["run_id"] == "a/b" and "test.json is not valid JSON" in row["problem"]
+    assert row["lines"] == 50 and row["target"] is None  # the history is still counted
 
 
 def test_run_tuple_uses_the_check_and_keeps_the_stored_verdict(tmp_path: Path) -> None:
     run = synthetic.generate(tmp_path, 1, seed=1, lines=50).runs[0]
     (run / "results.json").write_text('{"valid": true, "checkers": {}}')
     verdict = {"valid": False, "checkers": {"x": {"valid": False, "anomaly_types": ["g1"]}}}
-    row = runinfo.run_tuple("a/b", str(run), lambda path: verdict)
-    fields = dict(zip([f.name for f in schemas.RUN.fields], row, strict=True))
+    loaded = [json.loads(line) for line in (run / "history.jsonl").open()]
+    fields = field_map(runinfo.run_tuple("a/b", str(run), lambda path: (verdict, loaded)))
     assert fields["stored_valid"] == "true" and fields["valid"] == "false"
     assert fields["anomalies"] == ["g1"] and fields["problem"] is None
+    assert fields["lines"] == 50 and fields["ops"] == sum(
+        len(ms) for _, ms in fields["latencies"]) + sum(
+        1 for op in loaded if op["type"] in ("fail", "info") and op["process"] != "nemesis")
+
+
+def test_recheck_is_check_run(tmp_path: Path) -> None:
+    made = synthetic.generate(tmp_path, 12, seed=11, lines=200, corrupt=4)
+    recheck = runinfo.load_check_run()
+    for run in made.runs:
+        try:
+            want = checkers.check_run(run)
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                recheck(run)
+            continue
+        got, history = recheck(run)
+        assert history == [json.loads(line) for line in (run / "history.jsonl").open()]
+        for result in (got, want):
+            result["stats"].pop("checker_seconds")
+        assert got == want, run
+
+
+def test_missing_files_are_not_read() -> None:
+    row = field_map(runinfo.run_tuple("a/b", "/nonexistent", None, "missing test.json"))
+    assert row["problem"] == "missing test.json" and row["lines"] is None
 
 
 def test_run_tuple_skips_what_kraft_check_cannot_read(tmp_path: Path) -> None:
     run = synthetic.generate(tmp_path, 1, seed=1, lines=50).runs[0]
 
-    def refuse(path: Path) -> dict:
+    def refuse(path: Path) -> tuple[dict, list]:
         raise ValueError("history.jsonl:3: bad JSON")
 
-    assert "bad JSON" in runinfo.run_tuple("a/b", str(run), refuse)[-1]
+    row = field_map(runinfo.run_tuple("a/b", str(run), refuse))
+    assert "bad JSON" in row["problem"] and row["ops"] is None
 
 
 @pytest.mark.parametrize(("results", "kinds"), [
