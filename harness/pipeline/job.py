@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.pipeline import aggregate, discover, runinfo
 from harness.pipeline.progress import Progress
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CSV_LIST_SEPARATOR = ";"
+TABLES = ("runs", "summary", "latency", "anomalies", "availability", "recovery")
 
 
 @dataclass
@@ -34,10 +36,11 @@ class Analysis:
 def _partitions(spark: SparkSession, runs: int, wanted: int | None) -> int:
     if wanted:
         return max(1, wanted)
-    # A few hundred runs per task keeps the per-task overhead small; at least two tasks per core
-    # keeps the cores busy while one task is slow (a long history to check).
+    # A hundred runs per task (a second or so of re-checking) keeps the per-task overhead small;
+    # at least four tasks per core keeps the cores busy while one task is slow (long histories to
+    # check, or a core taken by something else).
     parallelism = spark.sparkContext.defaultParallelism
-    return max(1, min(runs, max(2 * parallelism, math.ceil(runs / 250))))
+    return max(1, min(runs, max(4 * parallelism, math.ceil(runs / 100))))
 
 
 def _load_runs(spark: SparkSession, refs: list[discover.RunRef], recheck: bool,
@@ -67,10 +70,14 @@ def _frames(runs: DataFrame) -> dict[str, DataFrame]:
     }
 
 
-def _write(name: str, frame: DataFrame, out: Path) -> pd.DataFrame:
-    # Computed once (the collect fills the cache), then written from the cache.
+def _collect(frame: DataFrame) -> tuple[DataFrame, pd.DataFrame]:
+    """The table computed once: collected, and kept in Spark's cache for `_write`."""
     frame = frame.persist()
     table: pd.DataFrame = frame.toPandas()
+    return frame, table
+
+
+def _write(name: str, frame: DataFrame, table: pd.DataFrame, out: Path) -> None:
     frame.write.mode("overwrite").parquet(str(out / f"{name}.parquet"))
     frame.unpersist()
     flat = table.copy()
@@ -79,7 +86,6 @@ def _write(name: str, frame: DataFrame, out: Path) -> pd.DataFrame:
             flat[column] = flat[column].map(
                 lambda v: CSV_LIST_SEPARATOR.join(v) if isinstance(v, list | tuple) else v)
     flat.to_csv(out / f"{name}.csv", index=False)
-    return table
 
 
 def analyze(spark: SparkSession, results_dir: Path | str, out: Path | str, recheck: bool = True,
@@ -89,6 +95,8 @@ def analyze(spark: SparkSession, results_dir: Path | str, out: Path | str, reche
     Raises FileNotFoundError/NotADirectoryError for a bad `results_dir`, ImportError when
     `recheck` is asked and the checkers cannot be imported; Spark's own errors pass through.
     """
+    from pyspark import StorageLevel
+
     from harness.pipeline import report
 
     started = time.monotonic()
@@ -101,34 +109,41 @@ def analyze(spark: SparkSession, results_dir: Path | str, out: Path | str, reche
     progress.follow(spark.sparkContext)
     progress.step(f"{len(refs)} runs found; loading and {'re-checking' if recheck else 'reading'}")
     timings: dict[str, float] = {"discover": time.monotonic() - started}
-    from pyspark import StorageLevel
 
     # Every table is an aggregation of this frame: it is built once (the only Python work), kept,
     # and dropped at the end.
     runs = _load_runs(spark, refs, recheck, _partitions(spark, len(refs), partitions)).persist(
         StorageLevel.MEMORY_AND_DISK)
-    try:
-        t0 = time.monotonic()
-        runs.count()
-        timings["load"] = time.monotonic() - t0
-        frames = _frames(runs)
-        tables: dict[str, Any] = {}
-        for name in ("runs", "summary", "latency", "anomalies", "availability", "recovery"):
-            progress.step(f"computing {name}")
+    # The tables are small jobs over the cached frame, each mostly waiting on Spark's scheduling
+    # and on the Parquet committer: run side by side (Spark takes jobs from several threads), they
+    # overlap those waits. The summary page is drawn while the Parquet files are written.
+    with ThreadPoolExecutor(len(TABLES), thread_name_prefix="table") as pool:
+        try:
             t0 = time.monotonic()
-            tables[name] = _write(name, frames[name], out)
-            timings[name] = time.monotonic() - t0
-    finally:
-        runs.unpersist()
-    runs = tables["runs"]
-    bad = runs[runs["problem"].notna()]
-    skipped = list(zip(bad["run_id"], bad["problem"], strict=True))
-    bad[["run_id", "problem", "path"]].to_csv(out / "skipped.csv", index=False)
-    analysis = Analysis(out, len(refs), len(refs) - len(skipped), skipped,
-                        time.monotonic() - started, tables, timings)
-    progress.step("writing the summary page")
-    t0 = time.monotonic()
-    report.write(analysis, recheck)
-    timings["report"] = time.monotonic() - t0
+            runs.count()
+            timings["load"] = time.monotonic() - t0
+            progress.step("computing the tables")
+            t0 = time.monotonic()
+            frames = _frames(runs)
+            collected = dict(zip(TABLES, pool.map(_collect, [frames[n] for n in TABLES]),
+                                 strict=True))
+            timings["tables"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            writes = [pool.submit(_write, name, frame, table, out)
+                      for name, (frame, table) in collected.items()]
+            tables = {name: table for name, (_, table) in collected.items()}
+            runs_table = tables["runs"]
+            bad = runs_table[runs_table["problem"].notna()]
+            skipped = list(zip(bad["run_id"], bad["problem"], strict=True))
+            bad[["run_id", "problem", "path"]].to_csv(out / "skipped.csv", index=False)
+            analysis = Analysis(out, len(refs), len(refs) - len(skipped), skipped,
+                                time.monotonic() - started, tables, timings)
+            progress.step("writing the tables and the summary page")
+            report.write(analysis, recheck)
+            for write in writes:
+                write.result()
+            timings["write"] = time.monotonic() - t0
+        finally:
+            runs.unpersist()
     analysis.seconds = time.monotonic() - started
     return analysis

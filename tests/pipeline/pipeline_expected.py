@@ -20,10 +20,12 @@ def _verdict(v: Any) -> str:
 
 
 def _kinds(results: dict[str, Any]) -> list[str]:
+    # The summary page's definition: the kinds every invalid checker names, or its own name.
     kinds: set[str] = set()
-    for result in results.get("checkers", {}).values():
+    for name, result in results.get("checkers", {}).items():
         if result.get("valid") is False:
-            kinds |= set(result.get("anomaly_types") or []) | set(result.get("anomalies") or {})
+            named = set(result.get("anomaly_types") or []) | set(result.get("anomalies") or {})
+            kinds |= named or {name}
     return sorted(kinds)
 
 
@@ -91,6 +93,24 @@ def _ops_and_faults(history: list[dict[str, Any]], key: dict[str, str], run_id: 
         for k in kinds:
             windows.append({**key, "fault": k, "type": o["type"]})
     ops.extend(mine)
+
+
+TOL = 2e-6  # the pipeline's tables are rounded to 6 decimals
+
+
+def table(out: Path, name: str) -> pd.DataFrame:
+    """One table an analysis wrote, from its CSV."""
+    return pd.read_csv(out / f"{name}.csv", dtype={"valid": str, "stored_valid": str})
+
+
+def same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str], columns: list[str]) -> None:
+    """The same rows (by `keys`) with the same `columns`, to the tables' rounding."""
+    got = got.sort_values(keys).reset_index(drop=True)
+    want = want.sort_values(keys).reset_index(drop=True)
+    assert got[keys].astype(str).values.tolist() == want[keys].astype(str).values.tolist()
+    for column in columns:
+        pd.testing.assert_series_equal(got[column].astype(float), want[column].astype(float),
+                                       check_names=False, atol=TOL, rtol=0, obj=column)
 
 
 def summary(runs: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:

@@ -5,12 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from pipeline_cli import CliRun
-from pipeline_expected import GROUP, anomalies, availability, latency, load, recovery, summary
+from pipeline_expected import (
+    GROUP,
+    anomalies,
+    availability,
+    latency,
+    load,
+    recovery,
+    same,
+    summary,
+)
+from pipeline_expected import table as read_table
 
 from harness.pipeline import synthetic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-TOL = 2e-6  # the tables are rounded to 6 decimals
 
 
 @pytest.fixture(scope="module")
@@ -19,16 +28,7 @@ def expected(campaign: synthetic.Generated) -> tuple[pd.DataFrame, ...]:
 
 
 def table(run: CliRun, name: str) -> pd.DataFrame:
-    return pd.read_csv(run.out / f"{name}.csv", dtype={"valid": str, "stored_valid": str})
-
-
-def same(got: pd.DataFrame, want: pd.DataFrame, keys: list[str], columns: list[str]) -> None:
-    got = got.sort_values(keys).reset_index(drop=True)
-    want = want.sort_values(keys).reset_index(drop=True)
-    assert got[keys].astype(str).values.tolist() == want[keys].astype(str).values.tolist()
-    for column in columns:
-        pd.testing.assert_series_equal(got[column].astype(float), want[column].astype(float),
-                                       check_names=False, atol=TOL, rtol=0)
+    return read_table(run.out, name)
 
 
 def test_exits_zero_and_keeps_spark_quiet(local_analysis: CliRun) -> None:

@@ -68,6 +68,23 @@ def test_corrupt_lines_are_counted() -> None:
     assert history.classify([]).problem == "history.jsonl is empty"
 
 
+@pytest.mark.parametrize("text", [
+    '{"a": 1}\n', '{"a": 1}', ' {"a": 1}\n', '{"a": 1}  \r\n', '{"a": 1} 2\n', '{"a": 1}\x0c\n',
+    '1\n', '"x"\n', 'NaN\n', '[1, 2]\n', '{"a": \n', '\n', ' \t\n', '\x0c\n', '\x00 not json\n',
+    '{"a": "\u2028"}\n', "[" * 100_000 + "\n"])
+def test_decode_reads_a_line_as_json_loads_does(text: str) -> None:
+    got = history.decode(text)
+    if not text.strip():
+        assert got is history.BLANK
+        return
+    try:
+        want = json.loads(text)
+    except (ValueError, RecursionError):
+        assert got is None
+    else:
+        assert got == want or (got != got and want != want)  # NaN
+
+
 def test_latency_faults_and_recovery() -> None:
     read = history.classify(history.parse(story_lines()))
     assert read.problem is None and read.duration_s == pytest.approx(0.9)
