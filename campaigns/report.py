@@ -13,6 +13,7 @@ from typing import Any
 
 import allure
 
+
 def attach_run(run_dir: Path) -> None:
     """Attach everything a reader needs to judge the run without the machine it ran on."""
     attach = allure.attach.file

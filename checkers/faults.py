@@ -20,11 +20,13 @@ class Window:
     start_index: int  # history index of the op that opened it
 
 
-def windows(history: list[Op]) -> list[Window]:
+def windows(history: list[Op], end: int | None = None) -> list[Window]:
+    """`history` may be the whole history or only its nemesis ops; then `end`, the time of the
+    history's last op, says when the windows still open end."""
     found: list[Window] = []
     open_: dict[str, tuple[int, int]] = {}
     closing: dict[str, int] = {}  # kind -> position in `found` of the window its stop is closing
-    end_of_history = int(history[-1]["time"]) if history else 0
+    end_of_history = end if end is not None else int(history[-1]["time"]) if history else 0
     for op in history:
         if op["process"] != NEMESIS:
             continue

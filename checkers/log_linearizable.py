@@ -23,54 +23,52 @@ from checkers.result import Anomalies
 
 
 def check(parsed: AppendHistory) -> dict[str, Any]:
-    n = len(parsed.history)
-    invoke_key: list[int | None] = [None] * n
-    done_key: list[int | None] = [None] * n
-    owner: list[Append | Read | None] = [None] * n
-    for append in parsed.appends.values():
-        if append.type == "ok":
-            assert append.offset is not None
-            key = 2 * append.offset + 1
-            invoke_key[append.invoke] = done_key[append.done] = key
-            owner[append.invoke] = owner[append.done] = append
-        elif append.type == "info":
-            seen = parsed.offset_of.get(append.value)
-            if seen is not None:
-                invoke_key[append.invoke] = 2 * seen[0] + 1
-                owner[append.invoke] = append
-    for read in parsed.reads:
-        invoke_key[read.invoke] = done_key[read.done] = 2 * read.hw
-        owner[read.invoke] = owner[read.done] = read
-
     found = Anomalies()
     max_append, max_append_op = -1, None  # type: int, Append | None
     max_read, max_read_op = -1, None  # type: int, Read | None
-    process_hw: dict[Any, Read] = {}
-    for position in range(n):
-        began = invoke_key[position]
-        if began is not None:
-            op = owner[position]
-            if isinstance(op, Read):
-                _judge_read(found, parsed, op, began, process_hw.get(op.process),
-                            max_append_op if max_append > began else None,
-                            max_read_op if max_read > began else None)
-            elif max_append > began or max_read > began:
-                assert isinstance(op, Append)
-                witness: Append | Read | None = max_append_op if max_append >= max_read else max_read_op
-                assert witness is not None
-                _judge_append(found, parsed, op, witness)
-        ended = done_key[position]
-        if ended is not None:
-            op = owner[position]
-            if isinstance(op, Read):
-                if ended > max_read:
-                    max_read, max_read_op = ended, op
+    process_hw: dict[Any, Read] = {}  # each process's read with the highest watermark so far
+    # One sweep in history order; only an op that breaks the order is looked at further.
+    for position, op in enumerate(parsed.at):
+        if op is None:
+            continue
+        if isinstance(op, Read):
+            key = 2 * op.hw
+            if position == op.invoke:
+                own_best = process_hw.get(op.process)
+                if (max_append > key or max_read > key
+                        or (own_best is not None and own_best.hw > op.hw)):
+                    _judge_read(found, parsed, op, key, own_best,
+                                max_append_op if max_append > key else None,
+                                max_read_op if max_read > key else None)
+            else:
+                if key > max_read:
+                    max_read, max_read_op = key, op
                 best = process_hw.get(op.process)
                 if best is None or op.hw > best.hw:
                     process_hw[op.process] = op
-            elif ended > max_append:
-                max_append, max_append_op = ended, op
+        elif position == op.invoke:
+            placed = _append_key(parsed, op)
+            if placed is not None and (max_append > placed or max_read > placed):
+                witness: Append | Read | None = max_append_op if max_append >= max_read else max_read_op
+                assert witness is not None
+                _judge_append(found, parsed, op, witness)
+        elif op.offset is not None:  # an acknowledged append places the log up to it
+            key = 2 * op.offset + 1
+            if key > max_append:
+                max_append, max_append_op = key, op
     return found.result(ops_checked=len(parsed.appends) + len(parsed.reads))
+
+
+def _append_key(parsed: AppendHistory, append: Append) -> int | None:
+    """Where an append is placed: its acknowledged offset, or for an indeterminate append the offset
+    a read observed it at; None if it is nowhere (failed, or indeterminate and never seen)."""
+    if append.offset is not None:
+        return 2 * append.offset + 1
+    if append.type == "info":
+        seen = parsed.offset_of.get(append.value)
+        if seen is not None:
+            return 2 * seen[0] + 1
+    return None
 
 
 def _judge_read(
