@@ -29,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--time-limit", type=int, default=None,
                     help="seconds of workload per run (default: 15 with -m smoke, else 60)")
     group.addoption("--seed", type=int, default=1, help="seed of the first run; each case adds its index")
+    group.addoption("--nemesis-interval", type=float, default=None,
+                    help="seconds between faults and each fault's length (default: the harness's)")
+    group.addoption("--rate", type=float, default=None, help="operations per second (default: the harness's)")
     group.addoption("--nemesis", default=None, help="only cases whose nemesis is in this comma list")
     group.addoption("--workload", default=None, help="only cases of these workloads (comma list)")
     group.addoption("--node-config", action="append", default=[], metavar="KEY=VALUE",
@@ -79,6 +82,8 @@ def campaign_options(request: pytest.FixtureRequest) -> dict[str, Any]:
         "nodes": config.getoption("--nodes"),
         "time_limit": time_limit,
         "seed": config.getoption("--seed"),
+        "nemesis_interval": config.getoption("--nemesis-interval"),
+        "rate": config.getoption("--rate"),
         "node_config": node_config,
         "results_dir": Path(config.getoption("--kraft-results-dir")),
     }

@@ -7,7 +7,7 @@ harness to find it: they prove the checkers still catch what they claim to catch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,10 @@ class Case:
     node_config: tuple[tuple[str, str], ...] = ()
     marks: tuple[str, ...] = ("full",)
     severity: str = "normal"
-    extra_args: tuple[str, ...] = field(default=())
+    # A defect needs its window: at least this long a run, faults this long, reads this often.
+    min_time_limit: int | None = None
+    nemesis_interval: float | None = None
+    rate: float | None = None
 
     @property
     def id(self) -> str:
@@ -42,12 +45,13 @@ CASES: list[Case] = [
     Case("append", "partition", partition_shapes="majorities-ring"),
     Case("append", "partition", partition_shapes="bridge"),
     # Deliberate defects: the campaign passes when the harness catches them.
-    # A zombie leader that never steps down, answering reads from its own log: stale reads.
+    # A zombie leader that never steps down, answering reads from its own log: stale reads, once
+    # the new leader has committed something (~3 s into the partition): an 8 s partition.
     Case("append", "partition", partition_shapes="leader", expect="invalid",
          node_config=(("unsafe", "no-check-quorum"), ("read.mode", "leader")), marks=SMOKE,
-         severity="minor"),
+         severity="minor", min_time_limit=25, nemesis_interval=8, rate=20),
     Case("append", "partition", partition_shapes="leader", expect="invalid",
-         node_config=(("unsafe", "stale-leader-reads"),), severity="minor"),
+         node_config=(("unsafe", "stale-leader-reads"),), severity="minor", min_time_limit=60),
     Case("append", "partition,kill", expect="invalid",
          node_config=(("unsafe", "no-log-check"),), severity="minor"),
 ]

@@ -19,6 +19,12 @@ def test_case(case: Case, case_index: int, campaign_options: dict[str, Any]) -> 
     options["partition_shapes"] = case.partition_shapes
     options["seed"] = int(options["seed"]) + case_index
     options["node_config"] = list(case.node_config) + list(options["node_config"])
+    if case.min_time_limit is not None:
+        options["time_limit"] = max(int(options["time_limit"]), case.min_time_limit)
+    if case.nemesis_interval is not None:
+        options["nemesis_interval"] = case.nemesis_interval
+    if case.rate is not None:
+        options["rate"] = case.rate
     # A defect switched on with --node-config makes a case that expects valid fail, as it should.
     expect = case.expect
 

@@ -319,15 +319,7 @@ def on_fetch_response(core: RaftCore, src: int, resp: FetchResponse) -> None:
     state.last_fetch_ok_ms = core.now
     state.fetch_deadline = core.now + core.config.fetch_timeout_ms
     if resp.diverging_epoch is not None:
-        offset = core.log.truncation_offset(resp.diverging_epoch)
-        if offset < core.high_watermark:
-            # Committed entries never diverge: this answers an older fetch (a late or duplicated
-            # response). Kafka treats it as fatal; dropping it keeps the committed prefix.
-            core.event(type="stale-divergence", epoch=core.epoch, offset=offset,
-                       hw=core.high_watermark)
-            maybe_fetch(core)
-            return
-        core.truncate(offset, "diverging-epoch")
+        core.truncate(core.log.truncation_offset(resp.diverging_epoch), "diverging-epoch")
     elif resp.records:
         if resp.records[0].offset != core.log.end_offset:
             maybe_fetch(core)

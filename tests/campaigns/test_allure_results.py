@@ -90,7 +90,7 @@ def test_a_defect_that_breaks_safety_fails_in_its_category(tmp_path: Path) -> No
         code, alluredir = run_campaign(
             tmp_path / f"seed{seed}", "-m", "full", "-k", "partition-leader and not unsafe",
             "--node-config", "unsafe=no-check-quorum", "--node-config", "read.mode=leader",
-            "--seed", str(seed), "--time-limit", "20")
+            "--seed", str(seed), "--time-limit", "25", "--nemesis-interval", "8", "--rate", "20")
         (result,) = results_in(alluredir)
         if result["status"] == "failed":
             break

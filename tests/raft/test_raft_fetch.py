@@ -76,19 +76,6 @@ def test_follower_truncates_on_diverging_epoch_and_refetches() -> None:
     assert isinstance(nxt, FetchRequest) and (nxt.fetch_offset, nxt.last_fetched_epoch) == (1, 1)
 
 
-def test_follower_ignores_a_divergence_below_its_high_watermark() -> None:
-    # A late or duplicated answer to an older fetch must never cut committed entries (Kafka
-    # refuses such a truncation as fatal).
-    core = make(qs=QuorumState(3, 2, None), log=entries(1, 2, 2), keep_ready=True)
-    only(drain(core), FetchRequest, 2)
-    deliver(core, 2, FetchResponse(ErrorCode.none, 2, 3, 3, 0, ()))
-    assert core.high_watermark == 3
-    ready = deliver(core, 2, FetchResponse(ErrorCode.none, 2, 3, -1, 0, (),
-                                           DivergingEpoch(1, 1)))
-    assert ready.truncate_to is None and core.log.end_offset == 3
-    assert any(ev["type"] == "stale-divergence" and ev["offset"] == 1 for ev in ready.events)
-
-
 def test_follower_fetches_only_from_flushed_end() -> None:
     core = make(qs=QuorumState(3, 2, None))
     ready = deliver(core, 2, FetchResponse(ErrorCode.none, 2, 3, 0, 0, tuple(entries(3, 3))))

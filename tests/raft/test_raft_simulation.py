@@ -38,7 +38,7 @@ PINNED = [
     ("no-check-quorum", 2, "ZombieStepDown"),
     ("observer-campaign", 0, "OnlyVotersCampaign"),
     ("stale-leader-reads", 1, "ReadsLinearizable"),
-    ("no-log-check", 28, "ConsistentCommittedData"),
+    ("no-log-check", 13, "ConsistentCommittedData"),
     # KAFKA-12619: a new leader exposes its HW before its LeaderChange record commits, so a read
     # there can miss an append the previous leader acknowledged.
     ("early-high-watermark", 77, "ReadsLinearizable"),
