@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,14 @@ def test_three_nodes_elect_a_leader_and_describe_shows_it(tmp_path: Path) -> Non
         # judged from the nodes' own records: last node started -> leader elected.
         leader = cluster.wait_leader(timeout=30.0)
         starts = [e["ts"] for i in cluster.ids for e in cluster.events(i) if e["type"] == "start"]
-        elected = next(e["ts"] for e in cluster.events(leader)
-                       if e["type"] == "state" and e["state"] == "leader")
+        elected = None
+        deadline = time.monotonic() + 10.0
+        while elected is None and time.monotonic() < deadline:
+            # DescribeQuorum can answer before the node's events.jsonl line is written.
+            elected = next((e["ts"] for e in cluster.events(leader)
+                            if e["type"] == "state" and e["state"] == "leader"), None)
+            time.sleep(0.05)
+        assert elected is not None, "the leader never recorded its election"
         assert len(starts) == len(cluster.ids)
         assert elected - max(starts) < 5000.0
         for i in cluster.ids:
