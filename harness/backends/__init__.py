@@ -37,23 +37,16 @@ def _docker() -> Backend:
     return backend
 
 
-IMAGE_CHECKS = ("image_available", "node_image_present", "images_available")
-
-
 def _docker_unusable() -> str | None:
     try:
-        module = importlib.import_module("harness.backends.docker")
-        images = importlib.import_module("harness.images")
+        from harness import images
+        from harness.backends import docker
     except ImportError as exc:
         return f"docker backend unavailable: {exc}"
     try:
-        if not module.engine_available():
+        if not docker.engine_available():
             return "no Docker engine answers"
-        check = next((getattr(m, name) for m in (module, images) for name in IMAGE_CHECKS
-                      if callable(getattr(m, name, None))), None)
-        if check is None:
-            return "cannot tell whether the node image is built"
-        if not check():
+        if not images.image_available():
             return "the node image is not built (kraft images build)"
     except Exception as exc:
         return f"docker check failed: {exc}"
