@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts.backend import ClusterSpec
 from harness import images
-from harness.backends.base import ClusterSpec
 from harness.backends.docker import DockerBackend
 
 

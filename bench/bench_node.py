@@ -12,17 +12,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, AsyncKafkaConnection, WireError
 from reference_node.wire.records import build_append_batch
 from reference_node.wire.requests import produce_request
-from tests.server.cluster import Cluster
+from testkit.cluster import Cluster
 
 VERSION = SUPPORTED_APIS[PRODUCE].max
 

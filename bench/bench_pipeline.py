@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from harness.pipeline import job, session, synthetic
+from harness.pipeline import job, session
 from harness.pipeline.progress import Progress
+from testkit import synthetic
 
 
 def tree_cpu_seconds() -> float | None:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from matrix import CASES, Case
 
+from reference_node import properties
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -116,5 +118,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     env["backend"] = session.config.getoption("--backend")
     env["target"] = session.config.getoption("--target")
     env["nodes"] = str(session.config.getoption("--nodes"))
-    lines = [f"{key}={str(value).replace(chr(10), ' ')}" for key, value in sorted(env.items())]
-    (out / "environment.properties").write_text("\n".join(lines) + "\n")
+    text = properties.render({key: str(value) for key, value in sorted(env.items())})
+    (out / "environment.properties").write_text(text)

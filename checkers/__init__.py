@@ -1,21 +1,25 @@
 """Checkers: pure functions from a stored run to a verdict, and the views that explain it.
 
-Theory of operation. A run leaves a history (every client and nemesis op, ARCHITECTURE.md) and the
-nodes' own records (docs/contracts.md). `check(history, test, nodes)` parses the history once and
-runs each checker that fits the workload; each returns `{"valid": true | false | "unknown", ...}`
-and names its anomalies with the history indices that prove them. `compose` merges the answers the
-way Jepsen does: false beats unknown beats true, and a checker that raises is unknown, never a pass.
+Theory of operation. A run leaves a history (every client and nemesis op, docs/architecture.md) and
+the nodes' own records (docs/contracts.md). `check(history, test, nodes)` parses the history once
+and runs each checker that fits the workload; each returns
+`{"valid": true | false | "unknown", ...}` and names its anomalies with the history indices that
+prove them. `compose` merges the answers the way Jepsen does: false beats unknown beats true, and a
+checker that raises is unknown, never a pass.
 
 - `append` (a log): `log_linearizable` places each op by offset or high watermark and checks in
   one sweep that this order respects real time (no search); `log_anomalies` names lost writes,
   duplicates, inconsistent offsets, phantoms and visible failed writes.
 - `register` / `kv`: `linearizable` splits by key and runs the Wing-Gong-Lowe search (`wgl`) on the
-  `models`, with a deadline that answers unknown instead of hanging.
+  `models`, with a budget of states explored that answers unknown instead of hanging.
 - Any workload with node data: `raft_invariants` (one leader per epoch, monotonic epochs and high
   watermarks, agreeing committed prefixes, acknowledged appends committed).
 
 Nothing here writes files except `perf.render` and `cli` (`kraft check`); everything else is pure,
-so the same code runs at the end of `kraft test`, in `kraft check` and on Spark.
+so the same code runs at the end of `kraft test`, in `kraft check` and on Spark. A verdict depends
+on the run alone, never on the machine: no clock, no timings in the results; the one touch of
+interpreter state (`cyclic_gc`) is undone when the check ends. `history` (the format) and `faults`
+(the fault windows) are also what `kraft analyze` reads runs with.
 """
 
 from checkers.compose import check, check_run

@@ -12,9 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from checkers import compose, summary
+from checkers import compose, linearizable, summary
 from checkers.history import HistoryError
 from checkers.history import load as load_history
+from contracts.results import HISTORY, RESULTS, TEST, node_dirs
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 64
 
@@ -24,8 +25,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("path", type=Path, help="a run directory, or a history.jsonl")
     parser.add_argument("--model", choices=["append", "register", "kv"],
                         help="the workload to judge (default: test.json's, else append)")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
-                        help="time budget of the register/kv search (default 60)")
+    parser.add_argument("--max-states", type=_non_negative, metavar="N",
+                        help="budget of the register/kv search, in states explored (default "
+                             f"{linearizable.DEFAULT_MAX_STATES:,}); past it the verdict is unknown")
     parser.add_argument("--no-plots", action="store_true", help="skip plots and timeline")
     try:
         args = parser.parse_args(argv)
@@ -34,27 +36,34 @@ def main(argv: list[str]) -> int:
 
     path: Path = args.path
     run_dir = path if path.is_dir() else None
-    history_path = path / "history.jsonl" if run_dir is not None else path
+    history_path = path / HISTORY if run_dir is not None else path
     if not history_path.is_file():
         print(f"kraft check: no history at {history_path}", file=sys.stderr)
         return EXIT_USAGE
     try:
         history = load_history(history_path)
-        test = compose.read_test(history_path.parent / "test.json")
+        test = compose.read_test(history_path.parent / TEST)
     except (HistoryError, ValueError) as exc:
         print(f"kraft check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.model:
         test["workload"] = args.model
-    if args.time_limit is not None:
-        test["checker"] = {**(test.get("checker") or {}), "time_limit": args.time_limit}
+    if args.max_states is not None:
+        test["checker"] = {**(test.get("checker") or {}), "max_states": args.max_states}
 
-    nodes = compose.node_dirs(run_dir) if run_dir is not None else None
+    nodes = node_dirs(run_dir) if run_dir is not None else None
     results = compose.check(history, test, nodes)
-    (history_path.parent / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (history_path.parent / RESULTS).write_text(json.dumps(results, indent=2, default=str) + "\n")
     if run_dir is not None and not args.no_plots:
         import checkers.perf as perf  # matplotlib is slow to import; only a run dir needs it
 
         perf.render(history, run_dir, results.get("anomalies"))
     print(summary.render(results, history))
     return {True: EXIT_VALID, False: EXIT_INVALID}.get(results["valid"], EXIT_UNKNOWN)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

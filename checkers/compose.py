@@ -1,25 +1,30 @@
-"""`check` and `check_run`: every checker that fits the workload, composed into results.json.
+"""The checkers composed into results.json: one composition per history model, and `check_run`.
+
+A workload declares which of these judges it (workloads/: `append` -> `check_log`); a stored
+history, which carries only its model's name (test.json's `workload`), is judged by `check` through
+`MODELS`, the models the checkers know (`kraft check --model`).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
 a pass. The verdict is the worst of the checkers' (false, then unknown, then true); anomalies are
-merged by kind.
+merged by kind. The results are a function of the history, the test and the node data alone: no
+timings, no clock (the register search is budgeted in states), so a re-check of a stored run
+writes the same results.json.
 """
 
 from __future__ import annotations
 
-import gc
 import json
-import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from checkers import (
     append_history,
     availability,
+    cyclic_gc,
     linearizable,
     log_anomalies,
     log_linearizable,
@@ -30,73 +35,111 @@ from checkers.history import Op, Outline
 from checkers.history import load as load_history
 from checkers.history import outline as outline_of
 from checkers.result import UNKNOWN, merge_anomalies, merge_valid
-
-LOG_WORKLOADS = ("append",)
-MODEL_WORKLOADS = ("register", "kv")
-
-
-def check(history: list[Op], test: dict[str, Any], nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    workload = str(test.get("workload") or "append")
-    with _cyclic_gc_paused() if workload in LOG_WORKLOADS else nullcontext():
-        return _check(history, test, nodes, workload)
+from contracts.results import HISTORY, TEST, node_dirs
+from contracts.workload import Checker
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pauses Python's cyclic garbage collector. The log checkers make a few million small objects
-    (appends, reads, observations) that live until the verdict and form no cycles; the collector,
-    set off by every 700 allocations, would scan them again and again as they pile up: a third of
-    the check time at 10^6 operations. Reference counting frees everything as usual."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+@dataclass
+class _Verdicts:
+    """Each checker's result, as a suite runs them."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def run(self, name: str, checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        self.results[name] = _guard(checker)
+        return self.results[name]
 
 
-def _check(history: list[Op], test: dict[str, Any], nodes: Mapping[str, Path] | None,
-           workload: str) -> dict[str, Any]:
+# A suite runs a model's checkers on the history (test.json's `checker` options given); it returns
+# the parsed append history when it made one, for raft-invariants and the statistics.
+Suite = Callable[[list[Op], Mapping[str, Any], _Verdicts], "append_history.AppendHistory | None"]
+
+
+def check(history: list[Op], test: Mapping[str, Any],
+          nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """A stored history's verdict, by the model its test names (`workload`; append if absent)."""
+    model = str(test.get("workload") or "append")
+    checker = MODELS.get(model)
+    if checker is None:
+        return _check(history, test, nodes, _no_checker(model))
+    return checker(history, test, nodes)
+
+
+def check_log(history: list[Op], test: Mapping[str, Any],
+              nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """The `append` workload's: log linearizability and the Kafka log anomalies, on one parse."""
+    with cyclic_gc.paused():
+        return _check(history, test, nodes, _log_suite)
+
+
+def check_register(history: list[Op], test: Mapping[str, Any],
+                   nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Linearizability against a register per key."""
+    return _check(history, test, nodes, _model_suite("register"))
+
+
+def check_kv(history: list[Op], test: Mapping[str, Any],
+             nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Linearizability against a key-value map."""
+    return _check(history, test, nodes, _model_suite("kv"))
+
+
+MODELS: dict[str, Checker] = {"append": check_log, "register": check_register, "kv": check_kv}
+
+
+def _log_suite(history: list[Op], options: Mapping[str, Any],
+               verdicts: _Verdicts) -> append_history.AppendHistory | None:
+    parsed_holder: list[append_history.AppendHistory] = []
+
+    def parse() -> dict[str, Any]:
+        parsed_holder.append(append_history.parse(history))
+        return {"valid": True}
+
+    if verdicts.run("append-parse", parse)["valid"] is not True:
+        return None
+    parsed = parsed_holder[0]
+    del verdicts.results["append-parse"]
+    verdicts.run("log-linearizable", lambda: log_linearizable.check(parsed))
+    verdicts.run("log-anomalies", lambda: log_anomalies.check(parsed))
+    return parsed
+
+
+def _model_suite(model: str) -> Suite:
+    def suite(history: list[Op], options: Mapping[str, Any],
+              verdicts: _Verdicts) -> append_history.AppendHistory | None:
+        # read under the guard: a bad budget in test.json makes the verdict unknown, not a crash
+        verdicts.run("linearizable", lambda: linearizable.check(
+            history, model, int(options.get("max_states", linearizable.DEFAULT_MAX_STATES))))
+        return None
+    return suite
+
+
+def _no_checker(model: str) -> Suite:
+    def suite(history: list[Op], options: Mapping[str, Any],
+              verdicts: _Verdicts) -> append_history.AppendHistory | None:
+        verdicts.results["workload"] = {
+            "valid": UNKNOWN,
+            "error": f"no checker for workload {model!r}; known: {', '.join(MODELS)}"}
+        return None
+    return suite
+
+
+def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
+           suite: Suite) -> dict[str, Any]:
     given = test.get("checker")
-    options: dict[str, Any] = given if isinstance(given, dict) else {}
-    results: dict[str, dict[str, Any]] = {}
-    timings: dict[str, float] = {}
-
-    def run(name: str, checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        began = time.perf_counter()
-        results[name] = _guard(checker)
-        timings[name] = round(time.perf_counter() - began, 4)
-        return results[name]
-
-    parsed: append_history.AppendHistory | None = None
-    if workload in LOG_WORKLOADS:
-        parsed_holder: list[append_history.AppendHistory] = []
-
-        def parse() -> dict[str, Any]:
-            parsed_holder.append(append_history.parse(history))
-            return {"valid": True}
-
-        if run("append-parse", parse)["valid"] is True:
-            parsed = parsed_holder[0]
-            del results["append-parse"]
-            log_parsed = parsed
-            run("log-linearizable", lambda: log_linearizable.check(log_parsed))
-            run("log-anomalies", lambda: log_anomalies.check(log_parsed))
-    elif workload in MODEL_WORKLOADS:
-        limit = float(options.get("time_limit", linearizable.DEFAULT_TIME_LIMIT))
-        run("linearizable", lambda: linearizable.check(history, workload, limit))
-    else:
-        results["workload"] = {"valid": UNKNOWN, "error": f"no checker for workload {workload!r}; "
-                               f"known: {', '.join(LOG_WORKLOADS + MODEL_WORKLOADS)}"}
+    options: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    verdicts = _Verdicts()
+    parsed = suite(history, options, verdicts)
     if nodes:
         acked = _acked(parsed)
-        run("raft-invariants", lambda: raft_invariants.check(node_data_module.read(nodes), acked))
+        verdicts.run("raft-invariants",
+                     lambda: raft_invariants.check(node_data_module.read(nodes), acked))
+    results = verdicts.results
 
     anomalies = merge_anomalies(list(results.values()))
     # The append parse walked the history already; for other workloads it is walked here, once.
     outline = parsed.outline if parsed is not None else outline_of(history)
-    stats: dict[str, Any] = {"ops": _op_counts(outline), "checker_seconds": timings}
+    stats: dict[str, Any] = {"ops": _op_counts(outline)}
     try:
         stats["availability"] = availability.figures(history, outline)
     except Exception as exc:  # the figures are informative; they never decide the verdict
@@ -114,8 +157,8 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     """Checks a stored run (test.json, history.jsonl, nodes/*/). Raises HistoryError on a bad
     history and ValueError on a bad test.json."""
     run_dir = Path(run_dir)
-    history = load_history(run_dir / "history.jsonl")
-    return check(history, read_test(run_dir / "test.json"), node_dirs(run_dir))
+    history = load_history(run_dir / HISTORY)
+    return check(history, read_test(run_dir / TEST), node_dirs(run_dir))
 
 
 def read_test(path: Path) -> dict[str, Any]:
@@ -128,13 +171,6 @@ def read_test(path: Path) -> dict[str, Any]:
     if not isinstance(test, dict):
         raise ValueError(f"{path}: must hold a JSON object")
     return test
-
-
-def node_dirs(run_dir: Path) -> dict[str, Path]:
-    nodes = Path(run_dir) / "nodes"
-    if not nodes.is_dir():
-        return {}
-    return {child.name: child for child in sorted(nodes.iterdir()) if child.is_dir()}
 
 
 def _guard(checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:

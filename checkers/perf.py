@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 import checkers.timeline as timeline
+from checkers import leaders
 from checkers.faults import windows
 from checkers.history import Op, pairs
 
@@ -35,6 +36,7 @@ def render(history: list[Op], out_dir: Path, anomalies: dict[str, Any] | None = 
     _latency_raw(history, points, plots / "latency-raw.png")
     _latency_quantiles(history, points, plots / "latency-quantiles.png")
     _rate(history, points, plots / "rate.png")
+    leaders.render(history, Path(out_dir), plots / "leaders.png")
     timeline.write(history, Path(out_dir) / "timeline.html", anomalies)
 
 

@@ -16,19 +16,19 @@ been placed. Two reductions keep the search small, both sound (tests compare wit
   fits the current state is placed at once with no alternative tried, since moving it earlier in
   any linearization keeps that a linearization.
 
-The search is exponential in the worst case, so it takes a deadline and answers None (unknown)
-rather than hang.
+The search is exponential in the worst case, so it takes a budget and answers None (unknown)
+rather than hang. The budget counts states explored: each try of an operation from a configuration
+(the model's step, whether it accepts the operation or not) explores one, and the search stops when
+the next would pass the budget. Counting work instead of watching a clock makes the verdict a
+function of the history alone, the same on a slow machine, a loaded one or a fast one.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from checkers.models import Call, Model
-
-CHECK_CLOCK_EVERY = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +40,17 @@ class Operation:
 
 @dataclass
 class Outcome:
-    linearizable: bool | None  # None: the deadline passed first
-    steps: int
+    linearizable: bool | None  # None: the budget was spent first
+    states: int  # explored
     # On failure, the operation whose return could not be reached with the most operations placed,
     # and the model states possible at that point.
     stuck: Operation | None = None
-    states: list[Any] | None = None
+    possible: list[Any] | None = None
     placed: int = 0
 
 
-def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
+def search(ops: list[Operation], model: Model, max_states: int) -> Outcome:
+    """Whether `ops` have a linearization under `model`, exploring at most `max_states` states."""
     if not ops:
         return Outcome(True, 0)
     end = max((op.done for op in ops if op.done is not None), default=0) + 1
@@ -127,26 +128,25 @@ def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
         done = ops[op_of[entry]].done
         return done if done is not None else end
 
-
     state = model.init()
     linearized = 0  # determinate ops as bits, plus the mixed-radix count of indeterminate ones
     cache: set[tuple[int, Any]] = set()
     frames: list[tuple[list[int], int, Any, int]] = []  # (candidates, next to try, state, lifted)
-    steps = 0
+    explored = 0
     best = Outcome(False, 0, placed=-1)
     tried, blocker = candidates()
     position = 0
     while True:
         if blocker == tail or ops[op_of[blocker]].done is None:
             # every determinate op is placed; the indeterminate rest may never have happened
-            return Outcome(True, steps)
+            return Outcome(True, explored)
         advanced = False
         while position < len(tried):
+            if explored >= max_states:
+                return Outcome(None, explored)
             entry = tried[position]
             position += 1
-            steps += 1
-            if steps % CHECK_CLOCK_EVERY == 0 and time.monotonic() > deadline:
-                return Outcome(None, steps)
+            explored += 1
             op_id = op_of[entry]
             ok, new_state = model.step(state, ops[op_id].call)
             if not ok:
@@ -177,12 +177,12 @@ def search(ops: list[Operation], model: Model, deadline: float) -> Outcome:
         placed = len(frames)
         stuck = ops[op_of[blocker]]
         if placed > best.placed:
-            best = Outcome(False, steps, stuck, [state], placed)
-        elif (placed == best.placed and best.stuck is stuck and best.states is not None
-              and state not in best.states and len(best.states) < 8):
-            best.states.append(state)
+            best = Outcome(False, explored, stuck, [state], placed)
+        elif (placed == best.placed and best.stuck is stuck and best.possible is not None
+              and state not in best.possible and len(best.possible) < 8):
+            best.possible.append(state)
         if not frames:
-            best.steps = steps
+            best.states = explored
             return best
         tried, position, state, entry = frames.pop()
         linearized -= weight[op_of[entry]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.backends.base import sweep_all
+from harness.backends import sweep_all
 
 
 def main(argv: list[str]) -> int:

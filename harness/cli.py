@@ -1,4 +1,4 @@
-"""The `kraft` command: one console script, one subcommand per job (see ARCHITECTURE.md).
+"""The `kraft` command: one console script, one subcommand per job (see docs/architecture.md).
 
 Each subcommand lives in its own module and exposes `main(argv: list[str]) -> int`; this file only
 dispatches, so that the parts can grow without touching each other. A subcommand imports its heavy
@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "campaign": ("harness.campaign_cli", "run the pytest campaign suite with Allure results"),
     "analyze": ("harness.analyze_cli", "the Spark pipeline over many runs"),
     "report": ("harness.report_cli", "generate the Allure report"),
+    "serve": ("harness.serve_cli", "browse stored runs in a web browser (read-only, 127.0.0.1)"),
     "clean": ("harness.clean_cli", "remove every container, network and process a run left"),
 }
 

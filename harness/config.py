@@ -10,6 +10,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reference_node.raft.config import Unsafe
+
 
 class UsageError(ValueError):
     """Bad command line or bad input: one line for the user, exit 64."""
@@ -80,10 +82,17 @@ def parse_list(flag: str, text: str, allowed: tuple[str, ...], allow_none: bool)
 
 
 def parse_node_config(items: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` settings for every node. The unsafe switches are checked here, before anything
+    is deployed, as the node would check them: a misspelt one must not run a test without it."""
     config: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--node-config: expected KEY=VALUE, got {item!r}")
         config[key.strip()] = value.strip()
+    if "unsafe" in config:
+        try:
+            Unsafe.parse(config["unsafe"])
+        except ValueError as exc:
+            raise UsageError(f"--node-config: {exc}") from None
     return config

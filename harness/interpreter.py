@@ -16,13 +16,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-from harness.generator import PENDING, Context, Generator
-from harness.history import History
-from harness.targets.base import Client
+from contracts.generator import PENDING, Context, Generator
+from contracts.history import History, Op
+from contracts.target import Client
 
-Op = dict[str, Any]
 POLL = 0.05
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib
 import json
 import queue
 import sys
@@ -28,20 +27,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from contracts.backend import Backend, ClusterSpec
+from contracts.generator import Stagger, TimeLimit
+from contracts.history import History, Op
+from contracts.results import node_dirs
+from contracts.target import DB, Client, HasLeader, Target
+from contracts.workload import Workload
 from harness import store
-from harness.backends.base import Backend, ClusterSpec
 from harness.config import TestConfig
-from harness.generator import Stagger, TimeLimit
-from harness.history import History
 from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
-from harness.targets.base import DB, Client, HasLeader, Target
 from nemesis.base import Env
 from nemesis.registry import build
 from nemesis.schedule import Schedule
 
 EXIT = {True: 0, False: 1, "unknown": 2}
+EXIT_FAILED = 3
 
 # One line per phase on stderr, read by the campaign suite to open an Allure step per phase.
 PHASES = ("deploy", "run", "heal", "check")
@@ -49,9 +51,6 @@ PHASES = ("deploy", "run", "heal", "check")
 
 def announce(out: TextIO, phase: str) -> None:
     print(f"[kraft] phase: {phase}", file=out, flush=True)
-EXIT_FAILED = 3
-
-Op = dict[str, Any]
 
 
 @dataclass
@@ -75,7 +74,7 @@ def versions() -> dict[str, str]:
     return found
 
 
-def run(config: TestConfig, backend: Backend, target: Target, workload: Any,
+def run(config: TestConfig, backend: Backend, target: Target, workload: Workload,
         out: TextIO = sys.stderr) -> Outcome:
     start = dt.datetime.now()
     run_dir = store.create_run_dir(Path(config.results_dir), config.test_name, start)
@@ -103,7 +102,7 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Any,
     if error is not None:
         results: dict[str, Any] = {"valid": "unknown", "error": error, "checkers": {}}
     else:
-        results = workload.check(ops, test, _node_dirs(run_dir))
+        results = workload.checker(ops, test, node_dirs(run_dir))
     store.write_json(run_dir / "results.json", results)
     _plots(ops, run_dir, results, log)
     summary = render(results, ops, run_dir)
@@ -111,14 +110,11 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Any,
     return Outcome(run_dir, results, code, summary)
 
 
-def _node_dirs(run_dir: Path) -> dict[str, Path]:
-    return {p.name: p for p in sorted((run_dir / "nodes").iterdir()) if p.is_dir()}
-
-
 def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
            log: Callable[[str], None]) -> None:
     try:
-        perf = importlib.import_module("checkers.perf")
+        # here, not at the top: matplotlib is slow to import, and a run without it still stands
+        from checkers import perf
     except ImportError:
         return
     try:
@@ -128,7 +124,7 @@ def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
         log("plots failed:\n" + traceback.format_exc())
 
 
-def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, workload: Any,
+def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, workload: Workload,
                     history: History, run_dir: Path, log: Callable[[str], None],
                     out: TextIO) -> None:
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
@@ -178,8 +174,9 @@ def _wait_for_leader(db: DB, backend: Backend, nodes: list[str], patience: float
     log(f"no leader after {patience}s")
 
 
-def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB, workload: Any,
-                  history: History, log: Callable[[str], None], out: TextIO) -> None:
+def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
+                  workload: Workload, history: History, log: Callable[[str], None],
+                  out: TextIO) -> None:
     seeds = config.seeds()
     env = Env(backend, db, config.nodes)
     schedule = Schedule(build(config.nemesis, env, config.partition_shapes),
@@ -230,7 +227,7 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB, 
     _final_reads(config, workload, history, make_client, interpreter.next_process(), log)
 
 
-def _final_reads(config: TestConfig, workload: Any, history: History,
+def _final_reads(config: TestConfig, workload: Workload, history: History,
                  make_client: Callable[[str], Callable[[], Client]], process: int,
                  log: Callable[[str], None]) -> None:
     """One read from every node, retried (each try in the history) until it succeeds or the

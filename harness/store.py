@@ -1,4 +1,4 @@
-"""The results store: one directory per run, laid out as ARCHITECTURE.md says.
+"""The results store: one directory per run, laid out as docs/architecture.md says.
 
 `results/<test-name>/<start time>/` with test.json, history.jsonl, results.json, nodes/<node>/,
 plots/ and timeline.html; `results/latest` points at the newest run (a relative symlink, replaced

@@ -1,6 +1,7 @@
 """`kraft test`: one test run: deploy, run the workload and the nemesis, check, store, verdict.
 
-Exit codes (ARCHITECTURE.md): 0 valid, 1 invalid, 2 unknown, 3 the run itself failed, 64 bad usage.
+Exit codes (docs/architecture.md): 0 valid, 1 invalid, 2 unknown, 3 the run itself failed,
+64 bad usage.
 """
 
 from __future__ import annotations

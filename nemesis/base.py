@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.base import Backend
-from harness.targets.base import DB, HasLeader
+from contracts.backend import Backend
+from contracts.target import DB, HasLeader
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.backends.base import CanPartition
+from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
 
 Link = tuple[str, str]

@@ -11,7 +11,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.targets.base import CanKill, CanPause
+from contracts.target import CanKill, CanPause
 from nemesis.base import Env, Fault, pick_nodes
 
 PAUSE_TARGETS = ("one", "leader", "minority")

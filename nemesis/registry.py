@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.backends.base import Backend, CanPartition
-from harness.targets.base import DB, CanKill, CanPause, HasLeader
+from contracts.backend import Backend, CanPartition
+from contracts.target import DB, CanKill, CanPause, HasLeader
 from nemesis.base import Env, Fault
 from nemesis.partition import SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness.history import History
+from contracts.history import History
 from nemesis.base import Fault
 
 

@@ -1,9 +1,12 @@
 """The node's configuration: a Java-style .properties file with Kafka's property names and defaults.
 
+The syntax is `reference_node.properties`'s (Java's); this module gives the entries their meaning.
 Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
 key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
 follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
-`unsafe`, `read.mode`, `metrics.port` and `client.voters` are this project's own.
+`unsafe`, `read.mode`, `metrics.port` and `client.voters` are this project's own. `unsafe` takes
+the core's switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader` is the user-facing
+name of one of them, `stale-leader-reads`, and adds it to `unsafe`.
 
 Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
 node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
@@ -19,7 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from reference_node.raft.config import RaftConfig
+from reference_node import properties
+from reference_node.raft.config import RaftConfig, Unsafe
 
 _KAFKA_DEFAULTS = RaftConfig()
 
@@ -67,11 +71,16 @@ class NodeConfig:
     request_timeout_ms: int = _KAFKA_DEFAULTS.request_timeout_ms
     retry_backoff_ms: int = _KAFKA_DEFAULTS.retry_backoff_ms
     append_linger_ms: int = _KAFKA_DEFAULTS.append_linger_ms
-    unsafe: frozenset[str] = frozenset()
+    unsafe: frozenset[Unsafe] = frozenset()
     read_mode: str = "linearizable"
     metrics_port: int = 0
     cluster_id: str | None = None
     client_voters: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # `read.mode=leader` is the user-facing name of the core's stale-leader-reads switch.
+        if self.read_mode == "leader":
+            object.__setattr__(self, "unsafe", self.unsafe | {Unsafe.STALE_LEADER_READS})
 
     @property
     def listen(self) -> Endpoint:
@@ -90,71 +99,6 @@ class NodeConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
-
-
-# --- .properties syntax ---------------------------------------------------------------------
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java `Properties.load` semantics: `#`/`!` comments, `=`, `:` or whitespace separators,
-    backslash continuation lines and escapes. A later duplicate key wins, as in Java."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        key, value = _split_pair(line)
-        out[_unescape(key)] = _unescape(value)
-    return out
-
-
-def _split_pair(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key = line[:i]
-    rest = line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-def _unescape(s: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            n = s[i + 1]
-            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
-                out.append(chr(int(s[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 # --- value parsers: each raises ValueError with what it accepts ------------------------------
@@ -260,21 +204,11 @@ def _items(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
-def known_unsafe_switches() -> frozenset[str] | None:
-    """The core's unsafe switches, when the core publishes them (None: accept any name)."""
+def _unsafe(v: str) -> frozenset[Unsafe]:
     try:
-        from reference_node.raft.config import UNSAFE_SWITCHES
-    except ImportError:
-        return None
-    return frozenset(UNSAFE_SWITCHES)
-
-
-def _unsafe(v: str) -> frozenset[str]:
-    names = frozenset(_items(v))
-    known = known_unsafe_switches()
-    if known is not None and not names <= known:
-        raise ValueError("a comma list of: " + (", ".join(sorted(known)) or "(none)"))
-    return names
+        return Unsafe.parse(v)
+    except ValueError:
+        raise ValueError(f"a comma list of: {Unsafe.names()}") from None
 
 
 # key -> (NodeConfig field, parser). Kafka names where Kafka has one.
@@ -344,13 +278,4 @@ def _check_consistency(cfg: NodeConfig) -> None:
 def load(path: str | Path) -> NodeConfig:
     """Read and check a .properties file. Raises ConfigError, or OSError if it cannot be read."""
     text = Path(path).read_text(encoding="latin-1")
-    return from_properties(parse_properties(text))
-
-
-def render(props: dict[str, str]) -> str:
-    """A .properties text for `props` (for tests and the harness), keys in the given order."""
-
-    def esc(s: str) -> str:
-        return s.replace("\\", "\\\\").replace("\n", "\\n")
-
-    return "".join(f"{esc(k)}={esc(v)}\n" for k, v in props.items())
+    return from_properties(properties.parse(text))

@@ -1,20 +1,22 @@
-"""Workloads: what the clients do, and which checkers judge it.
+"""Workloads: what the clients do, and which checker judges it, registered by name.
 
-A workload is a module with `generator(seed, rate, ...)` -> a pure generator of client ops
-(harness/generator.py), `final_op()` -> the read every node is asked after the faults heal, and
-`check(history, test, nodes)` -> the results.json dict. The registry maps the names that
-`kraft test --workload` accepts to those modules.
+A workload is a value implementing `contracts.workload.Workload`: `generator(seed)` gives the
+pure generator of the clients' invoke ops, `final_op()` the read every node is asked after the
+faults heal, and `checker` the function that turns the history into results.json. `WORKLOADS`
+maps the names that `kraft test --workload` accepts (and test.json records) to those values.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from collections.abc import Mapping
 
-WORKLOADS: dict[str, str] = {"append": "workloads.append"}
+from contracts.workload import Workload
+from workloads.append import APPEND
+
+WORKLOADS: Mapping[str, Workload] = {workload.name: workload for workload in (APPEND,)}
 
 
-def get(name: str) -> ModuleType:
+def get(name: str) -> Workload:
     if name not in WORKLOADS:
         raise KeyError(f"unknown workload {name!r}; one of: {', '.join(WORKLOADS)}")
-    return importlib.import_module(WORKLOADS[name])
+    return WORKLOADS[name]

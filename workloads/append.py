@@ -1,24 +1,23 @@
 """The `append` workload: clients append unique integers to one log and read ranges of it.
 
-Ops (ARCHITECTURE.md): `append {"value": V}` -> ok `{"value": V, "offset": O}`; `read {"from": F}`
--> ok `{"from": F, "hw": H, "records": [[O, V], ...]}`. Values count up from 1, so each is unique
-in the history. A read starts at 0 half the time (to see the whole log) and otherwise at a random
-offset no higher than the highest offset the generator has learnt of, so reads stay cheap.
+Ops (docs/architecture.md): `append {"value": V}` -> ok `{"value": V, "offset": O}`;
+`read {"from": F}` -> ok `{"from": F, "hw": H, "records": [[O, V], ...]}`. Values count up from 1,
+so each is unique in the history. A read starts at 0 half the time (to see the whole log) and
+otherwise at a random offset no higher than the highest offset the generator has learnt of, so
+reads stay cheap.
 
-The checkers judge it (`checkers.check`: log linearizability and the Kafka log anomalies).
+`checkers.compose.check_log` judges it: log linearizability and the Kafka log anomalies (and,
+with the nodes' files, the Raft invariants).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
 
-from harness.generator import PENDING, Context, Generator, Result, draw
-
-Op = dict[str, Any]
-MAX_EXAMPLES = 20
+from checkers import compose
+from contracts.generator import PENDING, Context, Generator, Result, draw
+from contracts.history import Op
+from contracts.workload import Checker
 
 
 @dataclass(frozen=True)
@@ -54,16 +53,18 @@ class AppendOps(Generator):
         return self
 
 
-def generator(seed: int) -> Generator:
-    return AppendOps(state=seed)
+@dataclass(frozen=True)
+class AppendWorkload:
+    """The `append` workload (a `contracts.workload.Workload`)."""
+
+    name: str = "append"
+    checker: Checker = compose.check_log
+
+    def generator(self, seed: int) -> Generator:
+        return AppendOps(state=seed)
+
+    def final_op(self) -> Op:
+        return {"type": "invoke", "f": "read", "value": {"from": 0}, "final": True}
 
 
-def final_op() -> Op:
-    return {"type": "invoke", "f": "read", "value": {"from": 0}, "final": True}
-
-
-def check(history: list[Op], test: Mapping[str, Any],
-          nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    import checkers
-
-    return checkers.check(history, dict(test), dict(nodes) if nodes else None)
+APPEND = AppendWorkload()

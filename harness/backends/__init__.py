@@ -1,4 +1,5 @@
-"""Backends: where the nodes run (see base.py). `make(name)` builds one by name.
+"""Backends: where the nodes run (the interface is `contracts/backend.py`). `make(name)` builds
+one by name; `sweep_all()` removes what any backend's earlier runs left behind (`kraft clean`).
 
 `auto` takes docker when an engine answers and the node image exists, and local otherwise; it
 returns a note saying which it took and why.
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 
-from harness.backends.base import Backend
+from contracts.backend import Backend
 
 NAMES = ("local", "docker", "auto")
+# the modules whose `sweep()` `sweep_all` calls; docker's needs its optional dependencies
+SWEEPERS = ("harness.backends.local", "harness.backends.docker")
 
 
 def make(name: str) -> tuple[Backend, str]:
@@ -51,3 +54,17 @@ def _docker_unusable() -> str | None:
     except Exception as exc:
         return f"docker check failed: {exc}"
     return None
+
+
+def sweep_all() -> list[str]:
+    """Remove every leftover of every backend (for `kraft clean`); returns what was removed."""
+    removed: list[str] = []
+    for module_name in SWEEPERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        sweep = getattr(module, "sweep", None)
+        if sweep is not None:
+            removed.extend(sweep())
+    return removed

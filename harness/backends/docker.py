@@ -4,7 +4,7 @@ A run gets a bridge network of its own and containers n1..nN on it (hostname and
 node's name, `init=True`, NET_ADMIN but never privileged), from the node image of
 `harness/images.py`. Each container makes its own SSH host key at start; the harness reads it back
 with `docker exec` and pins it, and logs in as root with an ed25519 key made for the run. From
-then on, everything goes over SSH (`harness/ssh.py`), as Jepsen controls its nodes; every command
+then on, everything goes over SSH (`harness/backends/ssh.py`), as Jepsen controls its nodes; every command
 is written to run_dir/backend.log.
 
 The one daemon per node runs under `kraft-supervise` (docker/node), which records its pid and exit
@@ -47,9 +47,9 @@ from typing import Any, TypeVar
 
 import paramiko
 
+from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult
 from harness import images
-from harness.backends.base import Backend, BackendError, ClusterSpec, CommandResult
-from harness.ssh import CommandLog, SshError, SshSession, generate_key
+from harness.backends.ssh import CommandLog, SshError, SshSession, generate_key
 
 T = TypeVar("T")
 

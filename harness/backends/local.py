@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult
 from harness.backends import pids
-from harness.backends.base import Backend, BackendError, ClusterSpec, CommandResult
 from harness.backends.proxy import LinkProxies
 
 _PR_SET_PDEATHSIG = 1

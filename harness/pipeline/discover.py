@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-RUN_FILES = ("test.json", "results.json", "history.jsonl")
+from contracts.results import RUN_FILES
 
 
 @dataclass(frozen=True)

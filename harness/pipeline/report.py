@@ -18,11 +18,12 @@ DEFINITIONS = """
 <li>Latency: from a client's invoke to its <code>ok</code> completion, exact quantiles per
 operation.</li>
 <li>Throughput: <code>ok</code> completions per second of history (first line to last).</li>
-<li>A fault window of KIND opens at a nemesis <code>start-KIND</code> completion and closes at the
-next <code>stop-KIND</code> (or the end of the history). Availability during faults: the share of
+<li>A fault window of KIND, as <code>kraft check</code> draws it, opens at the first nemesis
+<code>start-KIND</code> op of a run of them and closes at the last <code>stop-KIND</code> op of
+the run that follows (or at the end of the history). Availability during faults: the share of
 <code>ok</code> among client operations invoked while a window was open; per fault, an operation
 counts once for each kind open when it was invoked.</li>
-<li>Recovery: from a <code>start-KIND</code> or <code>stop-KIND</code> event to the next (strictly
+<li>Recovery: from the start of a window, or its end when it was stopped, to the next (strictly
 later) <code>ok</code> client completion; <em>recovered</em> counts the events followed by one.</li>
 </ul>
 """

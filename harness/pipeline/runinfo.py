@@ -2,13 +2,12 @@
 and the facts of its history, reading each file once.
 
 The re-check is `checkers.check_run`, the function behind `kraft check RUN_DIR`, taken apart only
-so that the history it loads is read once for both: `check_run(run)` is
-`check(load(run/history.jsonl), read_test(run/test.json), node_dirs(run))`, and `recheck` makes
-those calls, then hands the loaded history to `history.facts`. It reads the lines with a cheaper
-equivalent of load's json.loads and validates them with load's `validate`; any history that path
-does not take without a doubt (a bad line, an invalid history, bad UTF-8) goes to load itself, so
-that the error is the one check_run raises. The pipeline's verdict for a run is so the one
-`kraft check` prints (tests compare them, on valid, invalid and corrupt runs).
+so that the history is read once for both: `check_run(run)` is
+`check(load(run/history.jsonl), read_test(run/test.json), node_dirs(run))`. The history is read
+here with the reader behind `load` (`history.read`), and a history that `load` would refuse skips
+the run with the same reason; a valid one is handed to `check` and then to `history.facts`. The
+pipeline's verdict for a run is so the one `kraft check` prints (tests compare them, on valid,
+invalid and corrupt runs).
 """
 
 from __future__ import annotations
@@ -19,11 +18,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from contracts.results import HISTORY, RESULTS, TEST
 from harness.pipeline import history as hist
 
 RunTuple = tuple[Any, ...]  # the fields of schemas.RUN, in order
-# A run directory -> (its results, as check_run gives them; the history the checkers loaded).
-Recheck = Callable[[Path], tuple[dict[str, Any], list[Any]]]
+# A run directory and its valid history -> its results, as check_run gives them.
+Recheck = Callable[[Path, list[dict[str, Any]]], dict[str, Any]]
 
 
 class BadRun(Exception):
@@ -94,23 +94,14 @@ def _fields(test: dict[str, Any]) -> tuple[str, str]:
 
 def _meta(path: str) -> tuple[list[Any], dict[str, Any]]:
     """The metadata fields of schemas.RUN (up to stored_anomalies), and results.json."""
-    test = _read_json(path, "test.json")
+    test = _read_json(path, TEST)
     target, workload = _fields(test)
-    stored = _read_json(path, "results.json")
+    stored = _read_json(path, RESULTS)
     seed = test.get("seed")
     return ([str(test.get("name", "")), str(test.get("start_time", "")), target, workload,
              nemesis_label(test.get("nemesis")),
              seed if isinstance(seed, int) and -2**63 <= seed < 2**63 else None,
              verdict(stored.get("valid")), anomaly_kinds(stored)], stored)
-
-
-def _history(path: str, loaded: list[Any] | None) -> hist.History | str:
-    if loaded is not None:
-        return hist.classify(loaded, validated=True)
-    try:
-        return hist.read(os.path.join(path, "history.jsonl"))
-    except OSError as exc:
-        return f"cannot read history.jsonl: {exc.strerror or exc}"
 
 
 def run_tuple(run_id: str, path: str, recheck: Recheck | None,
@@ -121,33 +112,27 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
     """
     if missing:
         return (run_id, path, *([None] * 10), missing, *([None] * 9))
+    history = hist.read(os.path.join(path, HISTORY))
     meta: list[Any] = [None] * 8
-    problem: str | None = None
-    loaded: list[Any] | None = None
+    checked: dict[str, Any] | None = None
     try:
-        meta, stored = _meta(path)
+        meta, checked = _meta(path)
+        problem = history.problem
     except BadRun as exc:
         problem = str(exc)
-        checked: dict[str, Any] | None = None
-    else:
-        checked = stored
-        if recheck is not None:
-            try:
-                checked, loaded = recheck(Path(path))
-            except Exception as exc:
-                # kraft check refuses such a run too (bad input); it is skipped, not judged.
-                problem = f"kraft check cannot read the run: {type(exc).__name__}: {exc}"
+    if problem is None and recheck is not None:
+        try:
+            checked = recheck(Path(path), history.ops)
+        except Exception as exc:
+            # kraft check refuses such a run too (bad input); it is skipped, not judged.
+            problem = f"kraft check cannot read the run: {type(exc).__name__}: {exc}"
     verdicts = [None, None] if checked is None else [verdict(checked.get("valid")),
                                                      anomaly_kinds(checked)]
-    history = _history(path, loaded)
-    if isinstance(history, str):
-        return (run_id, path, *meta, *verdicts, problem or history, *([None] * 9))
-    problem = problem or history.problem
     lines = history.lines or None
     if problem is not None:
         return (run_id, path, *meta, *verdicts, problem, lines, history.duration_s,
                 *([None] * 7))
-    facts = hist.facts(history)
+    facts = hist.facts(history.ops)
     return (run_id, path, *meta, *verdicts, None, lines, history.duration_s,
             facts.ops, facts.ok_ops, facts.fault_ops, facts.fault_ok_ops,
             list(facts.latencies.items()),
@@ -156,45 +141,18 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
 
 
 def load_check_run() -> Recheck:
-    """`checkers.check_run` in the form `recheck` uses, or ImportError saying how to do without."""
+    """`checkers.check_run` in the form `run_tuple` uses, or ImportError saying how to do without."""
     try:
-        from checkers import compose
-        from checkers import history as checked_history
-        check, read_test, node_dirs = compose.check, compose.read_test, compose.node_dirs
-        load, validate = checked_history.load, checked_history.validate
-    except (ImportError, AttributeError) as exc:
+        from checkers.compose import check, read_test
+        from contracts.results import node_dirs
+    except ImportError as exc:
         raise ImportError(f"cannot re-check runs: checkers.check_run is not available ({exc}); "
                           "install the project (pip install -e .) or pass --no-recheck to use "
                           "the stored verdicts") from exc
 
-    def quick_load(path: Path) -> list[Any] | None:
-        # checkers.history.load, reading each line as it does (history.decode is json.loads,
-        # cheaper) and validating with its own validate; None at the first thing out of the
-        # ordinary, for load itself to read (and to raise about, as check_run would).
-        ops: list[Any] = []
-        lines: list[int] = []
-        try:
-            with open(path, encoding="utf-8") as f:
-                for lineno, text in enumerate(f, 1):
-                    value = hist.decode(text)
-                    if value is hist.BLANK:
-                        continue
-                    if value is None:
-                        return None
-                    ops.append(value)
-                    lines.append(lineno)
-            validate(ops, lines)
-        except (OSError, ValueError):  # UnicodeDecodeError and HistoryError are ValueErrors
-            return None
-        return ops
-
-    def recheck(run: Path) -> tuple[dict[str, Any], list[Any]]:
-        # checkers.compose.check_run, with the history it loads kept for the facts.
-        path = run / "history.jsonl"
-        history = quick_load(path)
-        if history is None:
-            history = load(path)
-        return check(history, read_test(run / "test.json"), node_dirs(run)), history
+    def recheck(run: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
+        # checkers.compose.check_run, on the history already read.
+        return check(history, read_test(run / TEST), node_dirs(run))
 
     return recheck
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # The project's top-level packages; executors need them to unpickle the task functions and to run
 # the checkers.
-PACKAGES = ("harness", "checkers", "workloads", "nemesis", "reference_node")
+PACKAGES = ("contracts", "harness", "checkers", "workloads", "nemesis", "reference_node")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 LOG4J2 = """\

@@ -1,4 +1,4 @@
-"""Targets: the implementations under test, by name (see base.py for the interface).
+"""Targets: the implementations under test, by name (the interface is `contracts/target.py`).
 
 `get(name)` builds a target. Names are those of TARGETS; a name of the form `module:attribute`
 loads a target from any importable module (a plugin, or a test's own toy target).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from harness.targets.base import Target
+from contracts.target import Target
 
 TARGETS: dict[str, str] = {"reference": "harness.targets.reference:ReferenceTarget"}
 

@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Backend, BackendError
-from harness.targets.base import DB, Client, Target
+from contracts.backend import Backend, BackendError
+from contracts.target import DB, Client, Target
 from harness.targets.reference_client import ReferenceClient, leader_of
+from reference_node.properties import render
 
 CONFIG = "server.properties"
 DATA = "data"
@@ -41,6 +42,7 @@ def node_id(nodes: list[str], node: str) -> int:
 
 def properties(backend: Backend, nodes: list[str], node: str,
                overrides: dict[str, str]) -> str:
+    """`node`'s server.properties, escaped as Java's `Properties.store` does (`overrides` win)."""
     me = node_id(nodes, node)
     host, port = backend.bind_address(node, "kafka")
     voters = []
@@ -60,7 +62,7 @@ def properties(backend: Backend, nodes: list[str], node: str,
         "metrics.port": str(backend.bind_address(node, "metrics")[1]),
         **overrides,
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    return render(settings)
 
 
 class ReferenceDB(DB):

@@ -16,12 +16,12 @@ a not-leader answer moves to the leader the answer (or Metadata) names, for the 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from harness.backends.base import Backend
-from harness.targets.base import Client
+from contracts.backend import Backend
+from contracts.history import Op
+from contracts.target import Client
 from reference_node.wire import (
     FETCH,
     METADATA,
@@ -37,7 +37,6 @@ from reference_node.wire import (
 from reference_node.wire.records import build_append_batch, read_values
 from reference_node.wire.requests import fetch_request, metadata_request, produce_request
 
-Op = dict[str, Any]
 MAX_BYTES = 32 << 20
 
 # error codes that prove a request was not applied (for reads: anything but none)

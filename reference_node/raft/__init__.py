@@ -10,11 +10,12 @@ before it is durable (persist-before-transition).
 
 The states (states.py) are small classes holding only their timers and rounds; the epoch, leader
 and vote live on the core, because they are the persisted quorum state. Rules shared by every
-message (a newer epoch wins; a leader for our epoch is adopted) run once, in
-`RaftCore.observe_leader`; Vote/BeginQuorumEpoch/EndQuorumEpoch are in election.py, Fetch, the high
-watermark and client requests in replication.py. Messages (messages.py) carry Kafka's fields and
-error codes. `RaftConfig` (config.py) has Kafka's settings and the unsafe switches that reproduce
-known defects for the harness to catch.
+message (a request from another cluster or a stale epoch is refused; a response's newer epoch, or
+a leader for our epoch, is adopted) run once, in `RaftCore.on_message`; Vote/BeginQuorumEpoch/
+EndQuorumEpoch are in election.py, Fetch, the high watermark and client requests in
+replication.py, both typed against the narrow `CoreOps` Protocol (ops.py). Messages
+(messages.py) carry Kafka's fields and error codes. `RaftConfig` (config.py) has Kafka's settings
+and the `Unsafe` switches that reproduce known defects for the harness to catch.
 
 The deterministic simulator (sim/) runs many cores in one process under a seeded event queue and
 faults, checking Raft's invariants after every event; `kraft simulate` is its command line.

@@ -1,36 +1,80 @@
-"""`RaftConfig`: the core's settings, with Kafka's names and defaults, and the unsafe switches."""
+"""`RaftConfig`: the core's settings, with Kafka's names and defaults, and the unsafe switches.
+
+Theory of operation: each `Unsafe` switch reproduces a real defect, so that the harness can prove
+that it catches it. A switch enters as text (a node's `unsafe=` key, `kraft simulate --unsafe`,
+`kraft test --node-config unsafe=...`) and becomes an `Unsafe` member in one place, `Unsafe.parse`,
+which refuses any name it does not know: a misspelt switch never silently does nothing.
+"""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-UNSAFE_SWITCHES: dict[str, str] = {
-    "skip-flush": "acknowledge and count offsets before they are flushed (KAFKA-10533)",
-    "resume-leader-after-restart": "a restarted leader leads again in its old epoch (KAFKA-10527)",
-    "early-high-watermark": "commit before an entry of the leader's own epoch is replicated "
-    "(KAFKA-12619)",
-    "no-check-quorum": "a leader cut off from a majority never resigns (KAFKA-15489)",
-    "forget-vote": "grant a vote without persisting it",
-    "no-log-check": "grant votes without the log up-to-date comparison",
-    "observer-campaign": "an observer whose fetches time out campaigns (KAFKA-17067)",
-    "stale-leader-reads": "answer reads without confirming leadership",
-}
-"""Each switch reproduces a real defect, so that the harness can prove that it catches it."""
+
+class Unsafe(enum.Enum):
+    """A switch that turns a known defect on. The value is its kebab-case name."""
+
+    description: str
+
+    def __new__(cls, name: str, description: str) -> Unsafe:
+        member = object.__new__(cls)
+        member._value_ = name
+        member.description = description
+        return member
+
+    # The order is the help texts' (and the simulator digest's) order.
+    SKIP_FLUSH = "skip-flush", "acknowledge and count offsets before they are flushed (KAFKA-10533)"
+    RESUME_LEADER_AFTER_RESTART = (
+        "resume-leader-after-restart",
+        "a restarted leader leads again in its old epoch (KAFKA-10527)",
+    )
+    EARLY_HIGH_WATERMARK = (
+        "early-high-watermark",
+        "commit before an entry of the leader's own epoch is replicated (KAFKA-12619)",
+    )
+    NO_CHECK_QUORUM = (
+        "no-check-quorum", "a leader cut off from a majority never resigns (KAFKA-15489)"
+    )
+    FORGET_VOTE = "forget-vote", "grant a vote without persisting it"
+    NO_LOG_CHECK = "no-log-check", "grant votes without the log up-to-date comparison"
+    OBSERVER_CAMPAIGN = (
+        "observer-campaign", "an observer whose fetches time out campaigns (KAFKA-17067)"
+    )
+    STALE_LEADER_READS = (
+        "stale-leader-reads",
+        "answer reads without confirming leadership (a node's `read.mode=leader` turns it on)",
+    )
+
+    @classmethod
+    def names(cls) -> str:
+        """The valid names, comma-separated, for help texts and error messages."""
+        return ", ".join(switch.value for switch in cls)
+
+    @classmethod
+    def of(cls, switches: Iterable[Unsafe | str]) -> frozenset[Unsafe]:
+        """Members, or their names, as switches; ValueError (one line) for an unknown name."""
+        items = list(switches)
+        by_name = {switch.value: switch for switch in cls}
+        unknown = sorted(s for s in items if not isinstance(s, Unsafe) and s not in by_name)
+        if unknown:
+            raise ValueError(
+                f"unknown unsafe switch(es) {', '.join(unknown)}; valid: {cls.names()}"
+            )
+        return frozenset(s if isinstance(s, Unsafe) else by_name[s] for s in items)
+
+    @classmethod
+    def parse(cls, text: str) -> frozenset[Unsafe]:
+        """A comma list of names (`"skip-flush, no-check-quorum"`; empty gives none)."""
+        return cls.of([part.strip() for part in text.split(",") if part.strip()])
 
 
-def validate_unsafe(names: frozenset[str]) -> frozenset[str]:
-    unknown = sorted(names - UNSAFE_SWITCHES.keys())
-    if unknown:
-        raise ValueError(
-            f"unknown unsafe switch(es) {', '.join(unknown)}; valid: {', '.join(UNSAFE_SWITCHES)}"
-        )
-    return names
+UNSAFE_SWITCHES: dict[str, str] = {switch.value: switch.description for switch in Unsafe}
+"""Each switch's name and description, in `Unsafe`'s order (for help texts and scripts)."""
 
-
-def parse_unsafe(text: str) -> frozenset[str]:
-    """Parse a comma list of switch names (`"skip-flush, no-check-quorum"`; empty gives none)."""
-    names = frozenset(part.strip() for part in text.split(",") if part.strip())
-    return validate_unsafe(names)
+parse_unsafe = Unsafe.parse
+"""The name scripts know `Unsafe.parse` by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +94,11 @@ class RaftConfig:
     fetch_max_entries: int = 64
     """How many entries one Fetch response carries at most (Kafka bounds it by bytes)."""
     pre_vote: bool = True
-    unsafe: frozenset[str] = field(default_factory=frozenset)
+    unsafe: frozenset[Unsafe] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        validate_unsafe(frozenset(self.unsafe))
+        # Names are accepted too (tests and older callers), but only names `Unsafe` knows.
+        object.__setattr__(self, "unsafe", Unsafe.of(self.unsafe))
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -62,5 +107,5 @@ class RaftConfig:
     def check_quorum_timeout_ms(self) -> int:
         return self.fetch_timeout_ms * 3 // 2
 
-    def has(self, switch: str) -> bool:
+    def has(self, switch: Unsafe) -> bool:
         return switch in self.unsafe

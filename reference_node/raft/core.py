@@ -7,15 +7,20 @@ A host builds it from what it loaded from disk, then loops:
     core.advance(ready)
     ... wake up at core.next_deadline_ms() and step Tick(now) ...
 
-This module holds the shared rules (the epoch rule every message passes through first, the
-transitions, the timers); `election` holds Vote / BeginQuorumEpoch / EndQuorumEpoch handling and
-`replication` Fetch, the high watermark and client requests.
+This module holds the shared rules, the transitions and the timers. Every message passes through
+`on_message` first, as every message passes through etcd's `Step`: a request is refused in Kafka's
+order (cluster id, its own header, a stale epoch, a voter-only request's voter set) before any
+handler sees it, and a response that names a newer epoch or a leader we did not know moves the core
+there before its handler runs. `election` holds Vote / BeginQuorumEpoch / EndQuorumEpoch handling
+and `replication` Fetch, the high watermark and client requests; both see the core only as the
+`CoreOps` Protocol (ops.py).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from reference_node.raft import election, replication
@@ -36,8 +41,8 @@ from reference_node.raft.api import (
     Shutdown,
     Tick,
 )
-from reference_node.raft.config import RaftConfig
-from reference_node.raft.log import RaftLog
+from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.log import LogView, RaftLog
 from reference_node.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -50,8 +55,11 @@ from reference_node.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    Request,
+    Response,
     VoteRequest,
     VoteResponse,
+    error_response,
 )
 from reference_node.raft.states import (
     NEVER,
@@ -130,7 +138,7 @@ class RaftCore:
             self.epoch, self.leader_id, self.voted_id = self.log.last_epoch, None, None
             self.persist()
         if self.leader_id == self.node_id and self.is_voter:
-            if self.config.has("resume-leader-after-restart"):
+            if self.config.has(Unsafe.RESUME_LEADER_AFTER_RESTART):
                 self._become_leader(restart=True)
             else:
                 self._set_state(self._new_resigned(()))
@@ -147,22 +155,18 @@ class RaftCore:
 
     # --- host API -----------------------------------------------------------------------------
 
-    def step(self, inp: Input) -> None:
-        """Feed one input. Cheap; the output accumulates until `ready()`."""
-        if isinstance(inp, Receive):
-            self.on_message(inp.src, inp.message)
-        elif isinstance(inp, Tick):
-            self.tick(inp.now_ms)
-        elif isinstance(inp, LogFlushed):
-            replication.on_flushed(self, inp.end_offset)
-        elif isinstance(inp, ClientAppend):
-            replication.on_client_append(self, inp)
-        elif isinstance(inp, ClientRead):
-            replication.on_client_read(self, inp)
-        elif isinstance(inp, Shutdown):
-            self.on_shutdown()
-        else:
+    def step(self, inp: Input, now_ms: int | None = None) -> None:
+        """Feed one input. Cheap; the output accumulates until `ready()`.
+
+        `now_ms`, when given, is the host's clock as the input arrives: the core's clock moves
+        there first (never backwards), so handlers see the time without a `Tick`'s timer work.
+        """
+        handler = _INPUTS.get(type(inp))
+        if handler is None:
             raise TypeError(f"RaftCore.step: not an input: {inp!r}")
+        if now_ms is not None and now_ms > self.now:
+            self.now = now_ms
+        handler(self, inp)
 
     def ready(self) -> Ready:
         """What the host must do now (see `Ready` for the order)."""
@@ -187,6 +191,11 @@ class RaftCore:
         return self.shutting_down
 
     # --- read-only views ------------------------------------------------------------------------
+
+    @property
+    def log_view(self) -> LogView:
+        """The log as hosts may see it: read-only (the host's own copy is on disk)."""
+        return self.log
 
     @property
     def state_name(self) -> str:
@@ -235,6 +244,10 @@ class RaftCore:
     def send(self, dst: int, message: Message) -> None:
         self._out.messages.append(Send(dst, message))
 
+    def refuse(self, dst: int, request: Request, error: ErrorCode) -> None:
+        """Answer `request` with `error` and nothing else."""
+        self.send(dst, error_response(request, error, self.responder_leader(), self.epoch))
+
     def reply(self, reply: ClientReply) -> None:
         self._out.replies.append(reply)
 
@@ -244,7 +257,7 @@ class RaftCore:
     def persist(self) -> None:
         """Ask the host to make the quorum state durable before any message of this Ready."""
         qs = self.quorum_state()
-        if self.config.has("forget-vote") and qs.voted_id != self.node_id:
+        if self.config.has(Unsafe.FORGET_VOTE) and qs.voted_id != self.node_id:
             qs = QuorumState(qs.leader_epoch, qs.leader_id, None)
         self._out.quorum_state = qs
 
@@ -290,13 +303,46 @@ class RaftCore:
     def cluster_ok(self, cluster_id: str | None) -> bool:
         return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
 
-    # --- the shared epoch rule ------------------------------------------------------------------
+    # --- the rules every message shares -----------------------------------------------------------
 
     def on_message(self, src: int, msg: Message) -> None:
-        handler = _HANDLERS.get(type(msg))
-        if handler is None:
+        """Dispatch: the shared rules first, then the message's handler (see the module doc)."""
+        if isinstance(msg, Response):
+            self._on_response(src, msg)
+        elif isinstance(msg, Request):
+            self._on_request(src, msg)
+        else:
             raise TypeError(f"RaftCore: not a Raft message: {msg!r}")
-        handler(self, src, msg)
+
+    def _on_request(self, src: int, req: Request) -> None:
+        route = _REQUESTS[type(req)]
+        error = self._refusal(req, route)
+        if error is not None:
+            self.refuse(src, req, error)
+            return
+        # A newer epoch is each handler's to apply: a Vote unattaches, a BeginQuorumEpoch follows
+        # its sender, a Fetch is refused; no one rule gives all three Kafka's outputs.
+        route.handle(self, src, req)
+
+    def _refusal(self, req: Request, route: _RequestRoute) -> ErrorCode | None:
+        """Why `req` is refused before its handler runs, in Kafka's order, or None."""
+        if not self.cluster_ok(req.cluster_id):
+            return ErrorCode.inconsistent_cluster_id
+        header_error = route.header(self, req) if route.header is not None else None
+        if header_error is not None:
+            return header_error
+        if req.epoch < self.epoch:
+            return ErrorCode.fenced_leader_epoch
+        if route.voters_only and (not self.is_voter or req.sender not in self.voters):
+            return ErrorCode.inconsistent_voter_set
+        return None
+
+    def _on_response(self, src: int, resp: Response) -> None:
+        if self.observe_leader(resp.leader_id, resp.leader_epoch):
+            return
+        # A stale response still reaches its handler: what it means differs (a pre-vote counts
+        # it, a BeginQuorumEpoch or Fetch is retried), so no one rule drops it.
+        _RESPONSES[type(resp)](self, src, resp)
 
     def observe_leader(self, leader_id: int, epoch: int) -> bool:
         """Every response names the responder's epoch and leader: a newer epoch, or a leader for our
@@ -326,8 +372,23 @@ class RaftCore:
         name = state.name
         if not self.is_voter and name in ("unattached", "follower"):
             name = "observer"
+        self._state_event(name)
+
+    def _state_event(self, name: str) -> None:
         self.event(type="state", state=name, epoch=self.epoch, leader=self.leader_id,
                    voted_for=self.voted_id)
+
+    def grant_vote(self, candidate: int) -> None:
+        """Vote for `candidate` in this epoch: durable before the response leaves (unless the
+        forget-vote switch drops it from the persisted state)."""
+        self.voted_id = candidate
+        self.persist()
+        self._state_event(self.state.name)
+
+    @property
+    def may_campaign(self) -> bool:
+        """Voters campaign; an observer only under the observer-campaign switch (KAFKA-17067)."""
+        return self.is_voter or self.config.has(Unsafe.OBSERVER_CAMPAIGN)
 
     def _new_unattached(self) -> Unattached:
         if self.is_voter:
@@ -357,7 +418,7 @@ class RaftCore:
 
     def start_election(self) -> None:
         """The election timer fired: pre-vote first when enabled, else a real candidacy."""
-        if not self.is_voter and not self.config.has("observer-campaign"):
+        if not self.may_campaign:
             return
         if self.config.pre_vote:
             state = Prospective(election_deadline=self.now + self.random_election_timeout())
@@ -391,7 +452,7 @@ class RaftCore:
             check_quorum_deadline=self.now + self.config.check_quorum_timeout_ms,
         )
         # KAFKA-12619: the HW was exposed before the LeaderChange record was committed.
-        state.hw_known = self.config.has("early-high-watermark")
+        state.hw_known = self.config.has(Unsafe.EARLY_HIGH_WATERMARK)
         for v in self.voters.ids:
             if v != self.node_id:
                 state.progress[v] = ReplicaProgress()
@@ -443,8 +504,8 @@ class RaftCore:
 def _tick_unattached(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Unattached)
-    campaigns = core.is_voter or core.config.has("observer-campaign")
-    if campaigns and state.election_deadline != NEVER and core.now >= state.election_deadline:
+    due = state.election_deadline != NEVER and core.now >= state.election_deadline
+    if core.may_campaign and due:
         core.start_election()
         return
     if not core.is_voter:
@@ -455,7 +516,7 @@ def _tick_follower(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Follower)
     if core.now >= state.fetch_deadline:
-        if core.is_voter or core.config.has("observer-campaign"):
+        if core.may_campaign:
             core.start_election()
         else:
             core.become_unattached(core.epoch)
@@ -489,7 +550,7 @@ def _tick_candidate(core: RaftCore) -> None:
 def _tick_leader(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Leader)
-    if core.now >= state.check_quorum_deadline and not core.config.has("no-check-quorum"):
+    if core.now >= state.check_quorum_deadline and not core.config.has(Unsafe.NO_CHECK_QUORUM):
         core.resign()
         return
     if core.now >= state.check_quorum_deadline:
@@ -516,13 +577,73 @@ _TICKS = {
     Resigned: _tick_resigned,
 }
 
-_HANDLERS: dict[type, Any] = {
-    VoteRequest: election.on_vote_request,
+# --- the dispatch tables --------------------------------------------------------------------------
+
+
+def _receive(core: RaftCore, inp: Receive) -> None:
+    core.on_message(inp.src, inp.message)
+
+
+def _tick(core: RaftCore, inp: Tick) -> None:
+    core.tick(inp.now_ms)
+
+
+def _flushed(core: RaftCore, inp: LogFlushed) -> None:
+    replication.on_flushed(core, inp.end_offset)
+
+
+def _shutdown(core: RaftCore, inp: Shutdown) -> None:
+    core.on_shutdown()
+
+
+_INPUTS: dict[type, Callable[[RaftCore, Any], None]] = {
+    Receive: _receive,
+    Tick: _tick,
+    LogFlushed: _flushed,
+    ClientAppend: replication.on_client_append,
+    ClientRead: replication.on_client_read,
+    Shutdown: _shutdown,
+}
+
+
+def _voter_key_error(
+    core: RaftCore, req: VoteRequest | BeginQuorumEpochRequest
+) -> ErrorCode | None:
+    """KIP-853: a request meant for another voter (VoterId -1: meant for whoever receives it)."""
+    if req.voter_id >= 0 and req.voter_id != core.node_id:
+        return ErrorCode.invalid_voter_key
+    return None
+
+
+def _malformed_fetch_error(core: RaftCore, req: FetchRequest) -> ErrorCode | None:
+    return ErrorCode.invalid_request if replication.malformed_fetch(req) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _RequestRoute:
+    """How one request type is checked before, and handled after, the shared rules."""
+
+    handle: Callable[[RaftCore, int, Any], None]
+    header: Callable[[RaftCore, Any], ErrorCode | None] | None
+    """The request's own checks that Kafka runs before the epoch's."""
+    voters_only: bool
+    """Refused (INCONSISTENT_VOTER_SET) unless both ends are voters."""
+
+
+_REQUESTS: dict[type, _RequestRoute] = {
+    VoteRequest: _RequestRoute(election.on_vote_request, _voter_key_error, voters_only=True),
+    BeginQuorumEpochRequest: _RequestRoute(
+        election.on_begin_quorum_request, _voter_key_error, voters_only=True
+    ),
+    EndQuorumEpochRequest: _RequestRoute(election.on_end_quorum_request, None, voters_only=True),
+    FetchRequest: _RequestRoute(
+        replication.on_fetch_request, _malformed_fetch_error, voters_only=False
+    ),
+}
+
+_RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
     VoteResponse: election.on_vote_response,
-    BeginQuorumEpochRequest: election.on_begin_quorum_request,
     BeginQuorumEpochResponse: election.on_begin_quorum_response,
-    EndQuorumEpochRequest: election.on_end_quorum_request,
     EndQuorumEpochResponse: election.on_end_quorum_response,
-    FetchRequest: replication.on_fetch_request,
     FetchResponse: replication.on_fetch_response,
 }

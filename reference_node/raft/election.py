@@ -1,14 +1,14 @@
 """Elections: Vote (and PreVote), BeginQuorumEpoch and EndQuorumEpoch, as KIP-595 lists them.
 
-Request handling follows the KIP's numbered steps; the validation shared by voter-only requests
-(cluster id, voter key, stale epoch, voter set) is one table-like function, so every handler answers
-the same error for the same fault.
+A request reaches these handlers only once the core's dispatch has validated it in Kafka's order
+(cluster id, voter key, stale epoch, voter set), so every handler answers the same error for the
+same fault; a response reaches them once the dispatch has moved the core to any newer epoch or
+leader it names. What is left here is each request's own step of the KIP.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -18,38 +18,20 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import Candidate, Follower, Leader, Prospective, Resigned
-
-if TYPE_CHECKING:
-    from reference_node.raft.core import RaftCore
-
-
-def validate_voter_request(
-    core: RaftCore, cluster_id: str | None, voter_id: int, epoch: int, sender: int
-) -> ErrorCode | None:
-    """Checks shared by Vote, BeginQuorumEpoch and EndQuorumEpoch, in Kafka's order."""
-    if not core.cluster_ok(cluster_id):
-        return ErrorCode.inconsistent_cluster_id
-    if voter_id >= 0 and voter_id != core.node_id:
-        return ErrorCode.invalid_voter_key
-    if epoch < core.epoch:
-        return ErrorCode.fenced_leader_epoch
-    if not core.is_voter or sender not in core.voters:
-        return ErrorCode.inconsistent_voter_set
-    return None
-
 
 # --- Vote -----------------------------------------------------------------------------------------
 
 
-def log_up_to_date(core: RaftCore, last_epoch: int, end_offset: int) -> bool:
+def log_up_to_date(core: CoreOps, last_epoch: int, end_offset: int) -> bool:
     """The candidate's log is at least as up to date as ours: later last epoch, or same and longer."""
-    if core.config.has("no-log-check"):
+    if core.config.has(Unsafe.NO_LOG_CHECK):
         return True
     return (last_epoch, end_offset) >= (core.log.last_epoch, core.log.end_offset)
 
 
-def can_grant(core: RaftCore, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+def can_grant(core: CoreOps, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
     state = core.state
     if isinstance(state, Leader):
         return False
@@ -71,30 +53,22 @@ def can_grant(core: RaftCore, candidate: int, up_to_date: bool, pre_vote: bool) 
     return up_to_date
 
 
-def on_vote_request(core: RaftCore, src: int, req: VoteRequest) -> None:
-    error = validate_voter_request(
-        core, req.cluster_id, req.voter_id, req.candidate_epoch, req.candidate_id
-    )
-    granted = False
-    if error is None:
-        if req.candidate_epoch > core.epoch and not req.pre_vote:
-            core.become_unattached(req.candidate_epoch)
-        up_to_date = log_up_to_date(core, req.last_offset_epoch, req.last_offset)
-        granted = can_grant(core, req.candidate_id, up_to_date, req.pre_vote)
-        if granted and not req.pre_vote and core.voted_id is None:
-            core.voted_id = req.candidate_id
-            core.persist()  # the vote is durable before the response leaves (unless forget-vote)
-            core.event(type="state", state=core.state.name, epoch=core.epoch, leader=core.leader_id,
-                       voted_for=core.voted_id)
+def on_vote_request(core: CoreOps, src: int, req: VoteRequest) -> None:
+    # A newer epoch is the candidate's, not a leader's: it unattaches us (no leader to follow),
+    # and a pre-vote's, always one ahead, changes nothing at all.
+    if req.candidate_epoch > core.epoch and not req.pre_vote:
+        core.become_unattached(req.candidate_epoch)
+    up_to_date = log_up_to_date(core, req.last_offset_epoch, req.last_offset)
+    granted = can_grant(core, req.candidate_id, up_to_date, req.pre_vote)
+    if granted and not req.pre_vote and core.voted_id is None:
+        core.grant_vote(req.candidate_id)
     core.send(
         src,
-        VoteResponse(
-            error or ErrorCode.none, core.responder_leader(), core.epoch, granted, req.pre_vote
-        ),
+        VoteResponse(ErrorCode.none, core.responder_leader(), core.epoch, granted, req.pre_vote),
     )
 
 
-def request_votes(core: RaftCore, pre_vote: bool) -> None:
+def request_votes(core: CoreOps, pre_vote: bool) -> None:
     state = core.state
     assert isinstance(state, Prospective | Candidate)
     for v in core.voters.sorted():
@@ -102,7 +76,7 @@ def request_votes(core: RaftCore, pre_vote: bool) -> None:
             _send_vote(core, v, pre_vote)
 
 
-def _send_vote(core: RaftCore, dst: int, pre_vote: bool) -> None:
+def _send_vote(core: CoreOps, dst: int, pre_vote: bool) -> None:
     state = core.state
     assert isinstance(state, Prospective | Candidate)
     epoch = core.epoch + 1 if pre_vote else core.epoch
@@ -116,7 +90,7 @@ def _send_vote(core: RaftCore, dst: int, pre_vote: bool) -> None:
     state.vote_sent[dst] = core.now
 
 
-def resend_votes(core: RaftCore, pre_vote: bool) -> None:
+def resend_votes(core: CoreOps, pre_vote: bool) -> None:
     state = core.state
     assert isinstance(state, Prospective | Candidate)
     timeout = core.config.request_timeout_ms
@@ -125,9 +99,8 @@ def resend_votes(core: RaftCore, pre_vote: bool) -> None:
             _send_vote(core, dst, pre_vote)
 
 
-def on_vote_response(core: RaftCore, src: int, resp: VoteResponse) -> None:
-    if core.observe_leader(resp.leader_id, resp.leader_epoch):
-        return
+def on_vote_response(core: CoreOps, src: int, resp: VoteResponse) -> None:
+    # A stale answer still counts in a pre-vote round: the voter is behind, not wrong.
     state = core.state
     if isinstance(state, Prospective) and resp.pre_vote:
         if resp.leader_epoch > core.epoch + 1:
@@ -146,7 +119,7 @@ def on_vote_response(core: RaftCore, src: int, resp: VoteResponse) -> None:
     maybe_win(core)
 
 
-def maybe_win(core: RaftCore) -> None:
+def maybe_win(core: CoreOps) -> None:
     """Count the round: a majority of granted votes wins it, a majority of refusals loses it."""
     state = core.state
     if not isinstance(state, Prospective | Candidate):
@@ -165,7 +138,7 @@ def maybe_win(core: RaftCore) -> None:
             state.backoff_until = core.now + core.election_backoff()
 
 
-def lose_prevote(core: RaftCore) -> None:
+def lose_prevote(core: CoreOps) -> None:
     """A lost pre-vote goes back to the leader it had, or waits out a backoff unattached."""
     if core.leader_id is not None and core.leader_id != core.node_id:
         core.become_follower(core.epoch, core.leader_id)
@@ -176,7 +149,7 @@ def lose_prevote(core: RaftCore) -> None:
 # --- BeginQuorumEpoch -----------------------------------------------------------------------------
 
 
-def send_begin_quorum(core: RaftCore) -> None:
+def send_begin_quorum(core: CoreOps) -> None:
     """Until each voter endorses the new leader (by answering, or by fetching in its epoch)."""
     state = core.state
     assert isinstance(state, Leader)
@@ -190,23 +163,19 @@ def send_begin_quorum(core: RaftCore) -> None:
             state.begin_sent[v] = core.now
 
 
-def on_begin_quorum_request(core: RaftCore, src: int, req: BeginQuorumEpochRequest) -> None:
-    error = validate_voter_request(core, req.cluster_id, req.voter_id, req.leader_epoch,
-                                   req.leader_id)
-    if error is None:
-        if req.leader_epoch == core.epoch and core.leader_id not in (None, req.leader_id):
-            # Another leader for an epoch whose leader we know: the KIP says reject it.
-            error = ErrorCode.invalid_request
-        elif req.leader_epoch > core.epoch or core.leader_id is None:
-            core.become_follower(req.leader_epoch, req.leader_id)
-    core.send(
-        src, BeginQuorumEpochResponse(error or ErrorCode.none, core.responder_leader(), core.epoch)
-    )
-
-
-def on_begin_quorum_response(core: RaftCore, src: int, resp: BeginQuorumEpochResponse) -> None:
-    if core.observe_leader(resp.leader_id, resp.leader_epoch):
+def on_begin_quorum_request(core: CoreOps, src: int, req: BeginQuorumEpochRequest) -> None:
+    if req.leader_epoch == core.epoch and core.leader_id not in (None, req.leader_id):
+        # Another leader for an epoch whose leader we know: the KIP says reject it.
+        core.refuse(src, req, ErrorCode.invalid_request)
         return
+    # A newer epoch comes with its leader: follow it at once, never unattached in between.
+    if req.leader_epoch > core.epoch or core.leader_id is None:
+        core.become_follower(req.leader_epoch, req.leader_id)
+    core.send(src, BeginQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
+
+
+def on_begin_quorum_response(core: CoreOps, src: int, resp: BeginQuorumEpochResponse) -> None:
+    # A stale or refused answer is retried soon, like a failed one (below).
     state = core.state
     if not isinstance(state, Leader):
         return
@@ -221,7 +190,7 @@ def on_begin_quorum_response(core: RaftCore, src: int, resp: BeginQuorumEpochRes
 # --- EndQuorumEpoch -------------------------------------------------------------------------------
 
 
-def send_end_quorum(core: RaftCore) -> None:
+def send_end_quorum(core: CoreOps) -> None:
     state = core.state
     assert isinstance(state, Resigned)
     timeout = core.config.request_timeout_ms
@@ -237,7 +206,7 @@ def send_end_quorum(core: RaftCore) -> None:
             state.end_sent[v] = core.now
 
 
-def successor_delay_ms(core: RaftCore, successors: tuple[int, ...]) -> int:
+def successor_delay_ms(core: CoreOps, successors: tuple[int, ...]) -> int:
     """Election delay after EndQuorumEpoch: 0 for the first successor, then growing with the
     position (retry backoff x 2^position, capped); the backoff maximum when not listed."""
     cap = core.config.election_backoff_max_ms
@@ -249,22 +218,17 @@ def successor_delay_ms(core: RaftCore, successors: tuple[int, ...]) -> int:
     return min(cap, core.config.retry_backoff_ms << position)
 
 
-def on_end_quorum_request(core: RaftCore, src: int, req: EndQuorumEpochRequest) -> None:
-    error = validate_voter_request(core, req.cluster_id, -1, req.leader_epoch, req.leader_id)
-    if error is None:
-        core.observe_leader(req.leader_id, req.leader_epoch)
-        state = core.state
-        if isinstance(state, Follower) and core.leader_id == req.leader_id:
-            deadline = core.now + successor_delay_ms(core, req.preferred_successors)
-            state.fetch_deadline = min(state.fetch_deadline, deadline)
-    core.send(
-        src, EndQuorumEpochResponse(error or ErrorCode.none, core.responder_leader(), core.epoch)
-    )
+def on_end_quorum_request(core: CoreOps, src: int, req: EndQuorumEpochRequest) -> None:
+    # The resigning leader's epoch and name are news as a response's are: the same rule.
+    core.observe_leader(req.leader_id, req.leader_epoch)
+    state = core.state
+    if isinstance(state, Follower) and core.leader_id == req.leader_id:
+        deadline = core.now + successor_delay_ms(core, req.preferred_successors)
+        state.fetch_deadline = min(state.fetch_deadline, deadline)
+    core.send(src, EndQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
 
 
-def on_end_quorum_response(core: RaftCore, src: int, resp: EndQuorumEpochResponse) -> None:
-    if core.observe_leader(resp.leader_id, resp.leader_epoch):
-        return
+def on_end_quorum_response(core: CoreOps, src: int, resp: EndQuorumEpochResponse) -> None:
     state = core.state
     if isinstance(state, Resigned) and resp.error == ErrorCode.none:
         state.unacked.discard(src)

@@ -10,8 +10,25 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Protocol
 
 from reference_node.raft.messages import DivergingEpoch, Entry
+
+
+class LogView(Protocol):
+    """What a host may read of the core's log: reads only, never a change (the core owns it)."""
+
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def last_epoch(self) -> int: ...
+    @property
+    def flushed_end(self) -> int: ...
+    def get(self, offset: int) -> Entry | None: ...
+    def read(self, start: int, end: int, limit: int | None = None) -> tuple[Entry, ...]: ...
+    def entries(self) -> list[Entry]: ...
 
 
 class RaftLog:

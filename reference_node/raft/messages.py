@@ -20,6 +20,7 @@ Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `Err
 
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).
+Every request names its `sender` and the `epoch` it claims, whatever Kafka calls those fields.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "NO_LEADER",
+    "RESPONSE_TO",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "DivergingEpoch",
@@ -46,6 +48,7 @@ __all__ = [
     "Response",
     "VoteRequest",
     "VoteResponse",
+    "error_response",
 ]
 
 NO_LEADER = -1
@@ -111,6 +114,14 @@ class VoteRequest:
     pre_vote: bool = False
     voter_id: int = -1
 
+    @property
+    def sender(self) -> int:
+        return self.candidate_id
+
+    @property
+    def epoch(self) -> int:
+        return self.candidate_epoch
+
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
@@ -126,8 +137,24 @@ class VoteResponse:
 # --- BeginQuorumEpoch -----------------------------------------------------------------------------
 
 
+class _FromLeader:
+    """BeginQuorumEpoch and EndQuorumEpoch: sent by the leader of the epoch they name."""
+
+    __slots__ = ()
+    leader_id: int
+    leader_epoch: int
+
+    @property
+    def sender(self) -> int:
+        return self.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.leader_epoch
+
+
 @dataclass(frozen=True, slots=True)
-class BeginQuorumEpochRequest:
+class BeginQuorumEpochRequest(_FromLeader):
     """Sent by a new leader to every voter until each endorses it."""
 
     cluster_id: str | None
@@ -147,7 +174,7 @@ class BeginQuorumEpochResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class EndQuorumEpochRequest:
+class EndQuorumEpochRequest(_FromLeader):
     """Sent by a resigning leader to every voter. `preferred_successors` is ordered by replicated
     offset, most up to date first; a successor's election delay grows with its position."""
 
@@ -184,6 +211,14 @@ class FetchRequest:
     last_fetched_epoch: int
     max_wait_ms: int = 500
 
+    @property
+    def sender(self) -> int:
+        return self.replica_id
+
+    @property
+    def epoch(self) -> int:
+        return self.current_leader_epoch
+
 
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
@@ -203,3 +238,20 @@ class FetchResponse:
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
 Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
 Message = Request | Response
+
+RESPONSE_TO: dict[type, type] = {
+    VoteRequest: VoteResponse,
+    BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: EndQuorumEpochResponse,
+    FetchRequest: FetchResponse,
+}
+"""Each request type and the response type that answers it: the one copy hosts share (the
+server pairs answers with waiting requests by it, the simulator drops unasked responses by it)."""
+
+
+def error_response(request: Request, error: ErrorCode, leader_id: int, epoch: int) -> Response:
+    """The answer that refuses `request` with `error`, naming the responder's leader and epoch."""
+    if isinstance(request, VoteRequest):
+        return VoteResponse(error, leader_id, epoch, False, request.pre_vote)
+    response: Response = RESPONSE_TO[type(request)](error, leader_id, epoch)
+    return response

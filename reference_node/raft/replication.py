@@ -4,14 +4,15 @@ Leader side: validate the fetch (KIP-595 Fetch handling steps 1-3), answer recor
 DivergingEpoch, park a fetch that has nothing new for up to MaxWaitMs, and move the high watermark
 to the offset a majority of voters has flushed, once an entry of the leader's own epoch is in it.
 Follower side: one fetch in flight, from the flushed end of the log; truncate on DivergingEpoch;
-append and ask for a flush; fetch again once the flush is reported.
+append and ask for a flush; fetch again once the flush is reported. The core's dispatch has already
+refused a foreign, malformed or stale fetch, and moved the core to any newer epoch or leader a
+response names.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
+from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import (
     Entry,
     EntryKind,
@@ -19,6 +20,7 @@ from reference_node.raft.messages import (
     FetchRequest,
     FetchResponse,
 )
+from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import (
     Follower,
     Leader,
@@ -28,43 +30,34 @@ from reference_node.raft.states import (
     Unattached,
 )
 
-if TYPE_CHECKING:
-    from reference_node.raft.core import RaftCore
 
-
-def own_offset(core: RaftCore) -> int:
+def own_offset(core: CoreOps) -> int:
     """What this node counts (leader) or reports (follower) as its log end: flushed only."""
-    return core.log.end_offset if core.config.has("skip-flush") else core.log.flushed_end
+    return core.log.end_offset if core.config.has(Unsafe.SKIP_FLUSH) else core.log.flushed_end
 
 
 # --- leader side ----------------------------------------------------------------------------------
 
 
-def validate_fetch(core: RaftCore, req: FetchRequest) -> ErrorCode | None:
-    if not core.cluster_ok(req.cluster_id):
-        return ErrorCode.inconsistent_cluster_id
-    if (
+def malformed_fetch(req: FetchRequest) -> bool:
+    """Fields no fetcher sends (KIP-595 Fetch handling, step 1), checked before the epoch."""
+    return (
         req.fetch_offset < 0
         or req.last_fetched_epoch < 0
         or req.last_fetched_epoch > req.current_leader_epoch
         or req.replica_id < 0
-    ):
-        return ErrorCode.invalid_request
-    if req.current_leader_epoch < core.epoch:
-        return ErrorCode.fenced_leader_epoch
-    if req.current_leader_epoch > core.epoch:
-        return ErrorCode.unknown_leader_epoch
-    if not isinstance(core.state, Leader):
-        return ErrorCode.not_leader_or_follower
-    return None
+    )
 
 
-def on_fetch_request(core: RaftCore, src: int, req: FetchRequest) -> None:
-    error = validate_fetch(core, req)
+def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     state = core.state
-    if error is not None or not isinstance(state, Leader):
-        core.send(src, FetchResponse(error or ErrorCode.not_leader_or_follower,
-                                     core.responder_leader(), core.epoch))
+    # A newer epoch is refused (Kafka's UNKNOWN_LEADER_EPOCH), not followed: the leader's own
+    # BeginQuorumEpoch or a response will bring it.
+    if req.current_leader_epoch > core.epoch:
+        core.refuse(src, req, ErrorCode.unknown_leader_epoch)
+        return
+    if not isinstance(state, Leader):
+        core.refuse(src, req, ErrorCode.not_leader_or_follower)
         return
     rid = req.replica_id
     diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
@@ -94,7 +87,7 @@ def on_fetch_request(core: RaftCore, src: int, req: FetchRequest) -> None:
     core.send(src, _fetch_response(core, state, req))
 
 
-def _note_quorum_contact(core: RaftCore, state: Leader, rid: int) -> None:
+def _note_quorum_contact(core: CoreOps, state: Leader, rid: int) -> None:
     """Check-quorum bookkeeping, and the confirmation round of pending linearizable reads."""
     state.fetched_since_check.add(rid)
     if len(state.fetched_since_check) >= core.voters.majority:
@@ -106,7 +99,7 @@ def _note_quorum_contact(core: RaftCore, state: Leader, rid: int) -> None:
         answer_reads(core)
 
 
-def _fetch_response(core: RaftCore, state: Leader, req: FetchRequest) -> FetchResponse:
+def _fetch_response(core: CoreOps, state: Leader, req: FetchRequest) -> FetchResponse:
     hw = core.hw if state.hw_known else -1
     diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
     records: tuple[Entry, ...] = ()
@@ -123,7 +116,7 @@ def _fetch_response(core: RaftCore, state: Leader, req: FetchRequest) -> FetchRe
     )
 
 
-def wake_parked(core: RaftCore) -> None:
+def wake_parked(core: CoreOps) -> None:
     """New data, a new high watermark or a read to confirm: answer every parked fetch now."""
     state = core.state
     if not isinstance(state, Leader) or not state.parked:
@@ -134,7 +127,7 @@ def wake_parked(core: RaftCore) -> None:
         core.send(rid, _fetch_response(core, state, parked[rid][0]))
 
 
-def expire_parked(core: RaftCore) -> None:
+def expire_parked(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Leader) or not state.parked:
         return
@@ -145,7 +138,7 @@ def expire_parked(core: RaftCore) -> None:
             core.send(rid, _fetch_response(core, state, req))
 
 
-def update_hw(core: RaftCore) -> None:
+def update_hw(core: CoreOps) -> None:
     """Advance the HW to what a majority of voters has flushed, once it covers an entry of this
     epoch (the LeaderChange record at `epoch_start`). Never backwards."""
     state = core.state
@@ -158,7 +151,7 @@ def update_hw(core: RaftCore) -> None:
             offsets.append(prog.end_offset if prog is not None else -1)
     offsets.sort(reverse=True)
     candidate = offsets[core.voters.majority - 1]
-    if candidate <= state.epoch_start and not core.config.has("early-high-watermark"):
+    if candidate <= state.epoch_start and not core.config.has(Unsafe.EARLY_HIGH_WATERMARK):
         return
     if candidate > core.hw or (not state.hw_known and candidate >= core.hw):
         state.hw_known = True
@@ -168,7 +161,7 @@ def update_hw(core: RaftCore) -> None:
         wake_parked(core)
 
 
-def _answer_appends(core: RaftCore, state: Leader) -> None:
+def _answer_appends(core: CoreOps, state: Leader) -> None:
     done = [a for a in state.appends if a.offsets[-1] < core.hw]
     if not done:
         return
@@ -178,7 +171,7 @@ def _answer_appends(core: RaftCore, state: Leader) -> None:
                                leader_id=core.node_id, leader_epoch=core.epoch))
 
 
-def answer_reads(core: RaftCore) -> None:
+def answer_reads(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Leader) or not state.hw_known or not state.reads:
         return
@@ -192,14 +185,14 @@ def answer_reads(core: RaftCore) -> None:
     state.reads = waiting
 
 
-def _reply_read(core: RaftCore, request_id: int, from_offset: int) -> None:
+def _reply_read(core: CoreOps, request_id: int, from_offset: int) -> None:
     records = core.log.read(from_offset, core.hw)
     core.reply(ReadReply(request_id, ErrorCode.none, core.hw, records, core.node_id, core.epoch))
 
 
-def fail_pending(core: RaftCore, old: Leader) -> None:
+def fail_pending(core: CoreOps, old: Leader) -> None:
     """Leadership lost: appended-but-uncommitted requests may still commit (indeterminate)."""
-    leader = core.leader_id if core.leader_id != core.node_id else None
+    leader = _not_leader_hint(core)
     for a in old.appends:
         core.reply(AppendReply(a.request_id, ErrorCode.not_leader_or_follower, (), True,
                                leader, core.epoch))
@@ -212,11 +205,11 @@ def fail_pending(core: RaftCore, old: Leader) -> None:
 # --- client requests ------------------------------------------------------------------------------
 
 
-def _not_leader_hint(core: RaftCore) -> int | None:
+def _not_leader_hint(core: CoreOps) -> int | None:
     return core.leader_id if core.leader_id != core.node_id else None
 
 
-def on_client_append(core: RaftCore, req: ClientAppend) -> None:
+def on_client_append(core: CoreOps, req: ClientAppend) -> None:
     state = core.state
     if not isinstance(state, Leader) or core.shutting_down:
         core.reply(AppendReply(req.request_id, ErrorCode.not_leader_or_follower, (), False,
@@ -237,7 +230,7 @@ def on_client_append(core: RaftCore, req: ClientAppend) -> None:
     wake_parked(core)
 
 
-def on_client_read(core: RaftCore, req: ClientRead) -> None:
+def on_client_read(core: CoreOps, req: ClientRead) -> None:
     state = core.state
     if not isinstance(state, Leader) or core.shutting_down:
         core.reply(ReadReply(req.request_id, ErrorCode.not_leader_or_follower, -1, (),
@@ -247,7 +240,7 @@ def on_client_read(core: RaftCore, req: ClientRead) -> None:
         core.reply(ReadReply(req.request_id, ErrorCode.offset_out_of_range, -1, (),
                              core.node_id, core.epoch))
         return
-    if core.config.has("stale-leader-reads"):
+    if core.config.has(Unsafe.STALE_LEADER_READS):
         _reply_read(core, req.request_id, req.from_offset)
         return
     state.reads.append(PendingRead(req.request_id, req.from_offset, {core.node_id}))
@@ -258,7 +251,7 @@ def on_client_read(core: RaftCore, req: ClientRead) -> None:
 # --- follower side --------------------------------------------------------------------------------
 
 
-def on_flushed(core: RaftCore, end_offset: int) -> None:
+def on_flushed(core: CoreOps, end_offset: int) -> None:
     end = min(end_offset, core.log.end_offset)
     if end > core.log.flushed_end:
         core.log.flushed_end = end
@@ -268,7 +261,7 @@ def on_flushed(core: RaftCore, end_offset: int) -> None:
         maybe_fetch(core)
 
 
-def fetch_target(core: RaftCore) -> int | None:
+def fetch_target(core: CoreOps) -> int | None:
     """The leader when known; an observer without one asks a random voter (bootstrap)."""
     if core.leader_id is not None and core.leader_id != core.node_id:
         return core.leader_id
@@ -278,7 +271,7 @@ def fetch_target(core: RaftCore) -> int | None:
     return None
 
 
-def maybe_fetch(core: RaftCore) -> None:
+def maybe_fetch(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Follower | Unattached):
         return
@@ -303,13 +296,11 @@ def maybe_fetch(core: RaftCore) -> None:
     state.fetch_sent_ms = core.now
 
 
-def on_fetch_response(core: RaftCore, src: int, resp: FetchResponse) -> None:
+def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:
     state = core.state
     if not isinstance(state, Follower | Unattached) or state.fetch_sent_ms is None:
-        core.observe_leader(resp.leader_id, resp.leader_epoch)
         return
-    if core.observe_leader(resp.leader_id, resp.leader_epoch):
-        return
+    # A stale or refused answer ends the fetch in flight: retry after the backoff.
     if resp.error != ErrorCode.none or src != core.leader_id or resp.leader_epoch != core.epoch:
         state.fetch_sent_ms = None
         state.fetch_retry_at = core.now + core.config.retry_backoff_ms

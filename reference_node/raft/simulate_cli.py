@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from reference_node.raft.config import UNSAFE_SWITCHES, parse_unsafe
+from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.faults import FAULTS, parse_faults
 from reference_node.raft.sim.simulation import SimConfig, SimResult, run_seed
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kraft simulate",
         description="Deterministic simulation of KRaft cores under faults, checking Raft's "
         "invariants after every event.",
-        epilog="faults: " + ", ".join(FAULTS) + "; unsafe switches: " + ", ".join(UNSAFE_SWITCHES),
+        epilog="faults: " + ", ".join(FAULTS) + "; unsafe switches: " + Unsafe.names(),
     )
     p.add_argument("--nodes", type=int, default=5, help="voters (default 5)")
     p.add_argument("--observers", type=int, default=1, help="observers (default 1)")
@@ -80,7 +80,7 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise UsageError(f"--clients must be at least 1, got {args.clients}")
     try:
         faults = parse_faults(args.faults)
-        unsafe = parse_unsafe(args.unsafe)
+        unsafe = Unsafe.parse(args.unsafe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return SimConfig(

@@ -2,8 +2,9 @@
 
 ApiVersions (what `wire.apis.SUPPORTED_APIS` says), Metadata (the topic, its leader; brokers are
 the voters at their client addresses), Produce (acks=-1 only; answered once the high watermark
-passes the batch), Fetch from consumers (records below the high watermark; through the core's
-linearizable read unless `read.mode=leader`), ListOffsets and DescribeQuorum.
+passes the batch), Fetch from consumers (records below the high watermark, always read through the
+core: linearizable, unless `read.mode=leader` turned on its stale-leader-reads switch), ListOffsets
+and DescribeQuorum.
 
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
 version asked. Handlers raise nothing for anything a client sends: a request that cannot be

@@ -64,12 +64,6 @@ from reference_node.wire.errors import WireError
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
-_RESPONSE_OF: dict[type, type] = {
-    m.VoteRequest: m.VoteResponse,
-    m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
-    m.EndQuorumEpochRequest: m.EndQuorumEpochResponse,
-    m.FetchRequest: m.FetchResponse,
-}
 _RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH)
 
 
@@ -282,8 +276,7 @@ class NodeHost:
 
     def _send(self, send: Send) -> None:
         msg = send.message
-        if isinstance(msg, (m.VoteResponse, m.BeginQuorumEpochResponse,
-                            m.EndQuorumEpochResponse, m.FetchResponse)):
+        if isinstance(msg, m.Response):
             queue = self._inbound.get((send.dst, type(msg)))
             while queue:
                 fut = queue.popleft()
@@ -327,12 +320,12 @@ class NodeHost:
         except translate.NotOurPartition as exc:
             log.info("refusing %s: %s", apis.API_NAMES.get(req.api_key), exc)
             return None
-        src = _sender(msg)
+        src = msg.sender
         self._learn(src, req.body)
         if msg.cluster_id is not None and msg.cluster_id != self.cluster_id:
             return self._raft_error(req, msg, m.ErrorCode.inconsistent_cluster_id)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        queue = self._inbound.setdefault((src, _RESPONSE_OF[type(msg)]), collections.deque())
+        queue = self._inbound.setdefault((src, m.RESPONSE_TO[type(msg)]), collections.deque())
         queue.append(fut)
         self.step(Receive(src, msg))
         wait = self.cfg.request_timeout_ms / 1000.0
@@ -349,17 +342,7 @@ class NodeHost:
                                           self.cfg.client_address(self.node_id) or self.cfg.listen)
 
     def _raft_error(self, req: Request, msg: m.Request, code: m.ErrorCode) -> Any:
-        leader = self.core.responder_leader()
-        epoch = self.core.epoch
-        response: m.Response
-        if isinstance(msg, m.VoteRequest):
-            response = m.VoteResponse(code, leader, epoch, False, msg.pre_vote)
-        elif isinstance(msg, m.BeginQuorumEpochRequest):
-            response = m.BeginQuorumEpochResponse(code, leader, epoch)
-        elif isinstance(msg, m.EndQuorumEpochRequest):
-            response = m.EndQuorumEpochResponse(code, leader, epoch)
-        else:
-            response = m.FetchResponse(code, leader, epoch)
+        response = m.error_response(msg, code, self.core.responder_leader(), self.core.epoch)
         return translate.response_to_kio(req.api_key, req.api_version, response, self.node_id,
                                          self.cfg.listen)
 
@@ -387,7 +370,7 @@ class NodeHost:
         return int(self.core.high_watermark)
 
     def log_start_offset(self) -> int:
-        return int(self.core.log.start_offset)
+        return int(self.core.log_view.start_offset)
 
     def log_end_offset(self) -> int:
         return int(self.core.log_end_offset)
@@ -425,24 +408,13 @@ class NodeHost:
         return fut
 
     def read(self, from_offset: int) -> asyncio.Future[ReadReply]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if self.cfg.read_mode == "leader":
-            fut.set_result(self._local_read(from_offset))
-            return fut
+        """Through the core: linearizable, or under `read.mode=leader` (the stale-leader-reads
+        switch) the leader's committed log at once."""
         request_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._clients[request_id] = (fut, time.monotonic())
         self.step(ClientRead(request_id, from_offset))
         return fut
-
-    def _local_read(self, from_offset: int) -> ReadReply:
-        """read.mode=leader: the leader's committed log, without confirming leadership."""
-        core = self.core
-        if not core.is_leader:
-            return ReadReply(0, m.ErrorCode.not_leader_or_follower, leader_id=core.leader_id,
-                             leader_epoch=core.epoch)
-        hw = core.high_watermark
-        return ReadReply(0, m.ErrorCode.none, hw, core.log.read(from_offset, hw),
-                         core.leader_id, core.epoch)
 
     def hw_changed(self) -> asyncio.Future[None]:
         if self._hw_waiters is None or self._hw_waiters.done():
@@ -470,14 +442,6 @@ class NodeHost:
             "log-end-offset": core.log_end_offset,
             "log-end-epoch": core.last_epoch,
         }
-
-
-def _sender(msg: m.Request) -> int:
-    if isinstance(msg, m.VoteRequest):
-        return msg.candidate_id
-    if isinstance(msg, m.FetchRequest):
-        return msg.replica_id
-    return msg.leader_id
 
 
 # --- the process ----------------------------------------------------------------------------

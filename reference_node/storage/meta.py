@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from reference_node import properties
+
 from .errors import StorageError
 from .fsutil import atomic_write, fsync_dir
 
@@ -65,21 +67,6 @@ def _check_cluster_id(cluster_id: str) -> None:
         )
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """A Java properties file reduced to what Kafka writes: `key=value` lines and comments."""
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            props[line] = ""
-        else:
-            props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props
-
-
 @dataclass(frozen=True, slots=True)
 class MetaProperties:
     """The identity of a log directory: which node of which cluster owns it."""
@@ -120,7 +107,7 @@ class MetaProperties:
             ) from None
         except (OSError, UnicodeDecodeError) as e:
             raise StorageError(f"{path}: cannot read meta.properties: {e}") from None
-        meta = cls._from_props(parse_properties(text), path)
+        meta = cls._from_props(properties.parse(text), path)
         meta.check(node_id=node_id, cluster_id=cluster_id, path=path)
         return meta
 

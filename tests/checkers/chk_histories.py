@@ -1,4 +1,4 @@
-"""Building histories by hand for the checker tests: ops in the format of ARCHITECTURE.md."""
+"""Building histories by hand for the checker tests: ops in the format of docs/architecture.md."""
 
 from __future__ import annotations
 

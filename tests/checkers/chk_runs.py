@@ -1,4 +1,5 @@
-"""Writing stored runs in the results layout of ARCHITECTURE.md, with node data per contracts.md."""
+"""Writing stored runs in the results layout of docs/architecture.md, with node data per
+docs/contracts.md."""
 
 from __future__ import annotations
 

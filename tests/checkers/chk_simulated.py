@@ -5,7 +5,8 @@ moment (its linearization point) and completes later, with other processes' step
 Appends may fail (no effect) or end info (with or without effect, the effect possibly landing after
 the info). Leader changes add control records. After the last fault heals, a fixed final phase runs
 sequentially: two appends, a failed append, two reads by one process, and a read on every node.
-Every planter in PLANTS breaks one thing and returns the anomaly kind the checker must name.
+Every planter in PLANTS breaks one thing and returns the anomaly kind the checker must name;
+`histories` draws simulated histories for property tests.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import copy
 import random
 from collections.abc import Callable
 from typing import Any
+
+from hypothesis import strategies as st
 
 Op = dict[str, Any]
 NODES = ("n1", "n2", "n3")
@@ -228,3 +231,12 @@ PLANTS: dict[str, Callable[[list[Op]], str]] = {
     "nonmonotonic-read": plant_nonmonotonic_read,
     "nonlinearizable": plant_nonlinearizable,
 }
+
+
+histories = st.builds(
+    simulate,
+    seed=st.integers(0, 2**32 - 1),
+    steps=st.integers(0, 120),
+    processes=st.integers(1, 6),
+    flag_final=st.booleans(),
+)

@@ -1,4 +1,5 @@
-"""Loading history.jsonl: a bad history is refused with its line number and what is wrong."""
+"""Loading history.jsonl: a bad history is refused with its line number and what is wrong, by
+`load` (kraft check) as by `read` (kraft analyze), which says it instead of raising."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from chk_histories import Builder
 
-from checkers.history import HistoryError, load, pairs
+from checkers.history import BLANK, NOT_JSON, HistoryError, decode, load, pairs, read
 
 
 def write(path: Path, ops: list[Any], raw: dict[int, str] | None = None) -> Path:
@@ -125,3 +126,63 @@ def test_line_numbers_count_blank_lines(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="cannot read history"):
         load(tmp_path / "absent.jsonl")
+
+
+def test_too_deep_a_line_is_bad_json_not_a_crash(tmp_path: Path) -> None:
+    expect(tmp_path, good(), 2, "bad JSON: nested too deeply", raw={2: "[" * 100_000})
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1}\n', '{"a": 1}', ' {"a": 1}\n', '{"a": 1}  \r\n', '{"a": 1} 2\n', '{"a": 1}\x0c\n',
+    '1\n', '"x"\n', 'NaN\n', 'null\n', '[1, 2]\n', '{"a": \n', '\n', ' \t\n', '\x0c\n',
+    '\x00 not json\n', '{"a": "\u2028"}\n', "[" * 100_000 + "\n"])
+def test_decode_reads_a_line_as_json_loads_does(text: str) -> None:
+    got = decode(text)
+    if not text.strip():
+        assert got is BLANK
+        return
+    try:
+        want = json.loads(text)
+    except (ValueError, RecursionError):
+        assert got is NOT_JSON
+    else:
+        assert got == want or (got != got and want != want)  # NaN
+
+
+def test_read_reports_what_load_raises_and_counts_every_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "h.jsonl", good(), raw={2: '{"index": 1, "ti'})
+    found = read(path)
+    assert (found.lines, found.ops) == (len(good()), [])
+    assert found.error is not None and found.error.line == 2
+    with pytest.raises(HistoryError) as caught:
+        load(path)
+    assert str(caught.value) == str(found.error)
+    fine = read(write(tmp_path / "fine.jsonl", good()))
+    assert (fine.lines, fine.ops, fine.error) == (len(good()), good(), None)
+    assert read(tmp_path / "absent.jsonl").error is not None
+
+
+def test_a_nemesis_op_recorded_by_the_harness_carries_its_wall_clock_and_loads(
+        tmp_path: Path) -> None:
+    from contracts.history import History
+
+    path = tmp_path / "history.jsonl"
+    history = History(path)
+    history.record({"process": "nemesis", "type": "invoke", "f": "start-partition", "value": None})
+    client = history.record({"process": 0, "type": "invoke", "f": "read", "value": {"from": 0}})
+    history.record({"process": 0, "type": "fail", "f": "read", "value": {"from": 0},
+                    "error": "timeout"})
+    history.record({"process": "nemesis", "type": "ok", "f": "start-partition", "value": None})
+    history.close()
+    ops = load(path)
+    assert "wall" not in client and "wall" not in ops[1]
+    wall = ops[0]["wall"]
+    assert wall.endswith("+00:00") and "T" in wall
+
+
+@pytest.mark.parametrize("wall", ["yesterday", "2026-11-22T21:30:00", 12345])
+def test_a_wall_field_that_is_no_instant_with_its_offset_is_refused(
+        tmp_path: Path, wall: Any) -> None:
+    ops = good()
+    ops[2]["wall"] = wall
+    expect(tmp_path, ops, 3, "wall must be an ISO 8601 instant")

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import copy
 
-from chk_simulated import PLANTS, simulate
+from chk_simulated import PLANTS, histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import checkers
 from checkers.history import validate
-
-histories = st.builds(
-    simulate,
-    seed=st.integers(0, 2**32 - 1),
-    steps=st.integers(0, 120),
-    processes=st.integers(1, 6),
-    flag_final=st.booleans(),
-)
 
 
 @settings(max_examples=150, deadline=None)

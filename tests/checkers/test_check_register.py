@@ -1,10 +1,12 @@
 """The register/kv linearizability checker: hand cases, agreement with a brute-force checker on
-thousands of small random histories, and the time budget that answers unknown."""
+thousands of small random histories, and the budget of states that answers unknown, the same on
+any machine."""
 
 from __future__ import annotations
 
 import itertools
 import random
+import time
 from typing import Any
 
 import pytest
@@ -92,9 +94,9 @@ def test_kv_keys_are_independent() -> None:
     assert result["anomalies"]["nonlinearizable"][0]["key"] == "y"
 
 
-def test_time_budget_gives_unknown_not_a_pass() -> None:
-    # Many concurrent info writes of distinct values explode the search space; a tiny budget
-    # must end in unknown.
+def explosive() -> list[Op]:
+    """Many concurrent info writes of distinct values, and reads of a value none wrote: no
+    linearization, and a search space far beyond any budget."""
     b = Builder()
     for process in range(18):
         b.invoke(process, "write", {"key": "x", "value": process})
@@ -104,9 +106,48 @@ def test_time_budget_gives_unknown_not_a_pass() -> None:
         b.complete(process, "info", None)
     for process in range(18):
         b.complete(100 + process, "ok", {"key": "x", "value": -1})
-    result = checkers.check(b.ops, {"workload": "register", "checker": {"time_limit": 0.0}})
+    return b.ops
+
+
+def test_spent_budget_gives_unknown_not_a_pass_and_says_how_far_it_got() -> None:
+    result = checkers.check(explosive(), {"workload": "register", "checker": {"max_states": 5000}})
     assert result["valid"] == "unknown"
-    assert "time limit" in result["checkers"]["linearizable"]["error"]
+    searched = result["checkers"]["linearizable"]
+    assert (searched["states_explored"], searched["max_states"]) == (5000, 5000)
+    assert "5000 states explored of at most 5000" in searched["error"]
+    assert "'x'" in searched["error"]
+
+
+def test_the_verdict_is_the_same_on_any_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same history and budget, twice, and then with every clock reading an hour later than
+    # the last (a machine as slow as can be): the same results each time.
+    test = {"workload": "register", "checker": {"max_states": 3000}}
+    first = checkers.check(explosive(), test)
+    assert first["valid"] == "unknown"
+    assert checkers.check(explosive(), test) == first
+    hours = itertools.count(0, 3600.0)
+    for clock in ("monotonic", "perf_counter", "time", "process_time"):
+        monkeypatch.setattr(time, clock, lambda: next(hours))
+    monkeypatch.setattr(time, "monotonic_ns", lambda: int(next(hours) * 1e9))
+    assert checkers.check(explosive(), test) == first
+
+
+@pytest.mark.parametrize("model", ["register", "kv"])
+def test_a_budget_of_exactly_the_states_needed_decides(model: str) -> None:
+    b = Builder()
+    b.invoke(1, "write", {"key": "x", "value": 1})
+    b.invoke(2, "write", {"key": "y", "value": 2})
+    b.r_read(3, "x", 1)
+    b.complete(1, "ok", {"key": "x", "value": 1})
+    b.complete(2, "ok", {"key": "y", "value": 2})
+    b.r_read(3, "y", 3)
+    for last_read, verdict in ((3, False), (2, True)):  # y never held 3; it did hold 2
+        b.ops[-1]["value"]["value"] = last_read
+        needed = linearizable.check(b.ops, model)["states_explored"]
+        decided = linearizable.check(b.ops, model, max_states=needed)
+        assert decided["valid"] is verdict and decided["states_explored"] == needed
+        short = linearizable.check(b.ops, model, max_states=needed - 1)
+        assert short["valid"] == "unknown" and short["states_explored"] == needed - 1
 
 
 def test_bad_register_op_gives_unknown() -> None:
@@ -252,7 +293,7 @@ def test_agrees_with_brute_force_on_thousands_of_small_histories() -> None:
         history = random_history(rng)
         validate(history)
         expected = brute_force(history)
-        got = linearizable.check(history, "register", time_limit=10)["valid"]
+        got = linearizable.check(history, "register")["valid"]
         assert got is expected, history
         verdicts[expected] += 1
     # both verdicts must be well represented, or the agreement says little

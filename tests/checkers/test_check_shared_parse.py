@@ -12,22 +12,14 @@ from typing import Any
 
 import pytest
 from chk_histories import Builder
-from chk_simulated import PLANTS, simulate
+from chk_simulated import PLANTS, histories, simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import checkers
-from checkers import append_history, availability
+from checkers import append_history, availability, cyclic_gc
 from checkers import history as history_module
 from checkers.append_history import AppendHistory
-
-histories = st.builds(
-    simulate,
-    seed=st.integers(0, 2**32 - 1),
-    steps=st.integers(0, 120),
-    processes=st.integers(1, 6),
-    flag_final=st.booleans(),
-)
 
 
 def observations(parsed: AppendHistory) -> dict[str, Any]:
@@ -131,4 +123,14 @@ def test_check_leaves_the_cyclic_collector_as_it_found_it(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(append_history, "parse", explode)
     assert checkers.check(history, {"workload": "append"})["valid"] == "unknown"
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_restore_the_collector_once_the_last_one_ends() -> None:
+    first, second = cyclic_gc.paused(), cyclic_gc.paused()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second check still runs
+    second.__exit__(None, None, None)
     assert gc.isenabled()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.backend import ClusterSpec
 from harness import images
-from harness.backends.base import ClusterSpec
 from harness.backends.docker import DockerBackend, engine_available
 
 PORTS = {"http": 8000, "probe": 8001, "udp": 9999}

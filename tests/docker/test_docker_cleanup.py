@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from contracts.backend import BackendError, ClusterSpec
 from harness import images
 from harness.backends import docker as backend_module
-from harness.backends.base import BackendError, ClusterSpec
 from harness.backends.docker import LABEL, OWNER_LABEL, RUN_LABEL, DockerBackend
 
 ClusterFactory = Callable[[int], DockerBackend]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import BackendError
+from contracts.backend import BackendError
 from harness.backends.docker import DockerBackend
-from harness.ssh import CommandFailed
+from harness.backends.ssh import CommandFailed
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

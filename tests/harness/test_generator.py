@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.generator import PENDING, Context, Limit, Stagger, TimeLimit, take
+from contracts.generator import PENDING, Context, Limit, Stagger, TimeLimit, take
 from workloads.append import AppendOps
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import queue
 from typing import Any
 
-from harness.backends.base import Backend
-from harness.generator import Limit, Stagger
-from harness.history import History
+from contracts.backend import Backend
+from contracts.generator import Limit, Stagger
+from contracts.history import History
+from contracts.target import Client
 from harness.interpreter import Interpreter, Worker, perform
-from harness.targets.base import Client
 from workloads.append import AppendOps
 
 

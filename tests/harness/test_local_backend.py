@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.backend import CanPartition, ClusterSpec
 from harness.backends import pids
-from harness.backends.base import CanPartition, ClusterSpec
 from harness.backends.local import LocalBackend
 
 ECHO = """

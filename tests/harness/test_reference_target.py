@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import ClusterSpec
+from contracts.backend import ClusterSpec
 from harness.backends.local import LocalBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
 from nemesis.base import Env

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Backend
-from harness.targets.base import DB, Client, Target
+from contracts.backend import Backend
+from contracts.target import DB, Client, Target
 
 SERVER = str(Path(__file__).with_name("toy_server.py"))
 LEADER = "n1"

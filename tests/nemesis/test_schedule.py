@@ -6,7 +6,7 @@ import random
 import time
 from typing import Any
 
-from harness.history import History
+from contracts.history import History
 from nemesis.base import Fault
 from nemesis.schedule import Schedule
 

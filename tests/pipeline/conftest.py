@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pipeline_cli import CliRun, run_analyze, spark_missing
 
-from harness.pipeline import session, synthetic
+from harness.pipeline import session
+from testkit import synthetic
 
 RUNS, LINES, CORRUPT, SEED = 40, 400, 4, 7
 

@@ -1,8 +1,10 @@
 """What `kraft analyze` should find, computed independently: plain json and pandas, no Spark and
-no code from harness.pipeline. The definitions are the ones the summary page states."""
+no code from harness.pipeline or checkers.faults. The definitions are the ones the summary page
+states."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -65,25 +67,35 @@ def _ops_and_faults(history: list[dict[str, Any]], key: dict[str, str], run_id: 
                     recoveries: list[dict[str, Any]]) -> None:
     invoked: dict[Any, int] = {}
     mine: list[dict[str, Any]] = []
-    events = []
+    steps: dict[str, list[tuple[str, int]]] = {}  # fault kind -> its (phase, time), in order
     for op in history:
         if op["process"] == "nemesis":
-            kind = op["f"].split("-", 1)
-            if op["type"] in ("ok", "info") and kind[0] in ("start", "stop"):
-                events.append((op["time"], kind[0], kind[1]))
+            phase, _, kind = op["f"].partition("-")
+            if phase in ("start", "stop"):
+                steps.setdefault(kind, []).append((phase, op["time"]))
         elif op["type"] == "invoke":
             invoked[op["process"]] = op["time"]
         elif op["process"] in invoked:
             t0 = invoked.pop(op["process"])
             mine.append({**key, "run_id": run_id, "f": op["f"], "type": op["type"],
                          "invoke": t0, "time": op["time"], "latency_ms": (op["time"] - t0) / 1e6})
-    end = history[-1]["time"]
+    # A run of starts opens a window at its first op; the run of stops after it (if any) closes
+    # it at its last op, else the window lasts to the history's last op.
     opened = []
-    for i, (t, what, kind) in enumerate(events):
-        if what == "start":
-            later = [e for e in events[i + 1:] if e[2] == kind]
-            stop = later[0][0] if later and later[0][1] == "stop" else end
-            opened.append((kind, t, stop))
+    events = []
+    for kind, seq in steps.items():
+        runs = [(phase, [t for _, t in group])
+                for phase, group in itertools.groupby(seq, key=lambda step: step[0])]
+        for i, (phase, times) in enumerate(runs):
+            if phase != "start":
+                continue
+            events.append((kind, "start", times[0]))
+            if i + 1 < len(runs):
+                opened.append((kind, times[0], runs[i + 1][1][-1]))
+                events.append((kind, "stop", runs[i + 1][1][-1]))
+            else:
+                opened.append((kind, times[0], history[-1]["time"]))
+    for kind, what, t in events:
         nxt = [o["time"] for o in mine if o["type"] == "ok" and o["time"] > t]
         recoveries.append({**key, "fault": kind, "event": what,
                            "recovery_ms": (min(nxt) - t) / 1e6 if nxt else None})

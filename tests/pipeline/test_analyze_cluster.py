@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from pipeline_cli import CliRun, run_analyze
 
-from harness.pipeline import synthetic
+from testkit import synthetic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 TABLES = ("runs", "summary", "latency", "anomalies", "availability", "recovery")

@@ -17,7 +17,7 @@ from pipeline_expected import (
 )
 from pipeline_expected import table as read_table
 
-from harness.pipeline import synthetic
+from testkit import synthetic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,5 +1,5 @@
-"""The history facts on hand-written histories (pairing, fault windows, recovery, corrupt lines),
-and one analysis of them on Spark (odd run names, skipped runs)."""
+"""The history facts on hand-written histories (pairing, fault windows, recovery, histories that
+kraft check refuses), and one analysis of them on Spark (odd run names, skipped runs)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from checkers import faults
 from harness.pipeline import history, job
 
 # PySpark's toPandas warns about pandas 3 on every column; that is PySpark's business.
@@ -57,41 +58,41 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_corrupt_lines_are_counted() -> None:
-    texts = [*story_lines()[:4], '{"index": 4, "ti', "\n", '{"index": 5, "time": 1.5, '
-             '"process": 0, "type": "ok", "f": "x"}', '{"index": 6, "time": 1, "process": 0, '
-             '"type": "done", "f": "x"}', '{"index": 7, "time": 1, "process": null, "type": "ok",'
-             ' "f": "x"}', "[1, 2]"]
-    read = history.classify(history.parse(texts))
-    assert (read.lines, read.bad) == (9, 5)
-    assert read.problem is not None and "5 of 9 lines" in read.problem
-    assert history.classify([]).problem == "history.jsonl is empty"
+def read_story(tmp_path: Path, lines: list[str]) -> history.History:
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(lines))
+    return history.read(path)
 
 
-@pytest.mark.parametrize("text", [
-    '{"a": 1}\n', '{"a": 1}', ' {"a": 1}\n', '{"a": 1}  \r\n', '{"a": 1} 2\n', '{"a": 1}\x0c\n',
-    '1\n', '"x"\n', 'NaN\n', '[1, 2]\n', '{"a": \n', '\n', ' \t\n', '\x0c\n', '\x00 not json\n',
-    '{"a": "\u2028"}\n', "[" * 100_000 + "\n"])
-def test_decode_reads_a_line_as_json_loads_does(text: str) -> None:
-    got = history.decode(text)
-    if not text.strip():
-        assert got is history.BLANK
-        return
-    try:
-        want = json.loads(text)
-    except (ValueError, RecursionError):
-        assert got is None
-    else:
-        assert got == want or (got != got and want != want)  # NaN
+@pytest.mark.parametrize(("lines", "reason"), [
+    ([*story_lines()[:4], '{"index": 4, "ti'], "history.jsonl:5: bad JSON"),
+    ([*story_lines()[:4], "\n", "[1, 2]\n"], "history.jsonl:6: an operation must be a JSON object"),
+    (story_lines()[:4], "history.jsonl:4: invoke of process 1 (f 'read') has no completion"),
+    ([], "history.jsonl is empty"),
+    (["\n", " \n"], "history.jsonl is empty"),
+])
+def test_a_history_kraft_check_refuses_is_skipped_with_its_reason(
+        tmp_path: Path, lines: list[str], reason: str) -> None:
+    read = read_story(tmp_path, lines)
+    assert read.problem is not None and read.problem.startswith(reason)
+    assert read.lines == len([line for line in lines if line.strip()])
+    assert read.ops == [] and read.duration_s is None
 
 
-def test_latency_faults_and_recovery() -> None:
-    read = history.classify(history.parse(story_lines()))
+def test_a_history_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(story_lines()[0].encode() + b"\xff\xfe\n")
+    read = history.read(path)
+    assert read.problem is not None and "not UTF-8" in read.problem
+
+
+def test_latency_faults_and_recovery(tmp_path: Path) -> None:
+    read = read_story(tmp_path, story_lines())
     assert read.problem is None and read.duration_s == pytest.approx(0.9)
-    facts = history.facts(read)
+    facts = history.facts(read.ops)
     assert (facts.ops, facts.ok_ops) == (4, 2)
     assert facts.latencies == {"append": [100.0, 100.0]}
-    # windows: partition [150, 500), kill [800, 1000) (never stopped: to the end)
+    # windows: partition [150, 500], kill [800, 1000) (never stopped: to the end)
     assert (facts.fault_ops, facts.fault_ok_ops) == (2, 0)
     assert facts.by_fault == {"partition": (1, 0), "kill": (1, 0)}
     assert sorted(facts.recoveries, key=str) == sorted(
@@ -99,21 +100,23 @@ def test_latency_faults_and_recovery() -> None:
         key=str)
 
 
-def test_pairing_follows_index_order_and_overlapping_windows_count_once() -> None:
-    # Lines out of index order are put back in order; a second start before the stop opens a
-    # window to the end, and an operation in both windows of a kind counts once for it.
+def test_windows_are_those_of_kraft_check(tmp_path: Path) -> None:
+    # Two starts of a pause, then its stop: the old pipeline model opened a window at each
+    # start, the first one to the end of the history (its next op was a start), and so counted
+    # the read invoked at 70 ms as during a fault. kraft check's windows: one, from 10 to 50 ms.
     story = [(0, 0, "invoke", "read"), (10, "nemesis", "info", "start-pause"),
              (20, "nemesis", "info", "start-pause"), (30, 0, "ok", "read"),
              (40, 0, "invoke", "read"), (50, "nemesis", "info", "stop-pause"),
              (60, 0, "ok", "read"), (70, 1, "invoke", "read"), (80, 1, "ok", "read")]
-    texts = [json.dumps({"index": i, "time": t * MS, "process": p, "type": ty, "f": f}) + "\n"
-             for i, (t, p, ty, f) in enumerate(story)]
-    facts = history.facts(history.classify(history.parse(texts[::-1])))
+    ops = [{"index": i, "time": t * MS, "process": p, "type": ty, "f": f}
+           for i, (t, p, ty, f) in enumerate(story)]
+    [window] = faults.windows(ops)
+    assert (window.kind, window.start, window.end) == ("pause", 10 * MS, 50 * MS)
+    facts = history.facts(ops)
     assert facts.latencies == {"read": [30.0, 20.0, 10.0]}
-    assert facts.by_fault == {"pause": (2, 2)}  # invoked at 40 and 70: both windows, then one
-    assert (facts.fault_ops, facts.fault_ok_ops) == (2, 2)
-    assert sorted(facts.recoveries) == [
-        ("pause", "start", 10.0), ("pause", "start", 20.0), ("pause", "stop", 10.0)]
+    assert facts.by_fault == {"pause": (1, 1)}  # invoked at 40; not the one at 70
+    assert (facts.fault_ops, facts.fault_ok_ops) == (1, 1)
+    assert sorted(facts.recoveries) == [("pause", "start", 20.0), ("pause", "stop", 10.0)]
 
 
 @pytest.mark.spark
@@ -122,7 +125,7 @@ def test_analyze_without_recheck(spark: Any, results: Path, tmp_path: Path) -> N
     assert done.found == 3 and done.analyzed == 1
     reasons = dict(done.skipped)
     assert reasons["empty/20240101T000000.000000"] == "history.jsonl is empty"
-    assert "1 of 5 lines are not operations" in reasons["cut/20240101T000000.000000"]
+    assert reasons["cut/20240101T000000.000000"].startswith("history.jsonl:5: bad JSON")
     runs = done.tables["runs"].set_index("run_id")
     assert runs.loc["cut/20240101T000000.000000", "lines"] == 5
     assert runs.loc["odd name+50%/20240101T000000.000000", "lines"] == len(STORY)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 import checkers
-from harness.pipeline import discover, runinfo, schemas, synthetic
+from checkers.history import HistoryError
+from harness.pipeline import discover, runinfo, schemas
+from testkit import synthetic
 
 
 def field_map(row: tuple) -> dict:
@@ -51,7 +53,14 @@ def test_run_tuple_uses_the_check_and_keeps_the_stored_verdict(tmp_path: Path) -
     (run / "results.json").write_text('{"valid": true, "checkers": {}}')
     verdict = {"valid": False, "checkers": {"x": {"valid": False, "anomaly_types": ["g1"]}}}
     loaded = [json.loads(line) for line in (run / "history.jsonl").open()]
-    fields = field_map(runinfo.run_tuple("a/b", str(run), lambda path: (verdict, loaded)))
+    seen: list[list[dict]] = []
+
+    def recheck(path: Path, history: list[dict]) -> dict:
+        seen.append(history)
+        return verdict
+
+    fields = field_map(runinfo.run_tuple("a/b", str(run), recheck))
+    assert seen == [loaded]  # the history read once, handed to the check
     assert fields["stored_valid"] == "true" and fields["valid"] == "false"
     assert fields["anomalies"] == ["g1"] and fields["problem"] is None
     assert fields["lines"] == 50 and fields["ops"] == sum(
@@ -59,21 +68,25 @@ def test_run_tuple_uses_the_check_and_keeps_the_stored_verdict(tmp_path: Path) -
         1 for op in loaded if op["type"] in ("fail", "info") and op["process"] != "nemesis")
 
 
-def test_recheck_is_check_run(tmp_path: Path) -> None:
+def test_the_pipeline_verdict_is_kraft_checks(tmp_path: Path) -> None:
+    # Each run is skipped exactly when kraft check refuses it, and otherwise re-checked to the
+    # very results check_run gives (nothing of the machine in them, such as timings).
     made = synthetic.generate(tmp_path, 12, seed=11, lines=200, corrupt=4)
     recheck = runinfo.load_check_run()
     for run in made.runs:
+        history = runinfo.hist.read(run / "history.jsonl")
         try:
             want = checkers.check_run(run)
-        except Exception as exc:
-            with pytest.raises(type(exc)):
-                recheck(run)
+        except HistoryError as exc:
+            assert history.problem == f"history.jsonl:{exc.line}: {exc.message}"
             continue
-        got, history = recheck(run)
-        assert history == [json.loads(line) for line in (run / "history.jsonl").open()]
-        for result in (got, want):
-            result["stats"].pop("checker_seconds")
-        assert got == want, run
+        except ValueError:  # a bad test.json: the re-check refuses it as well
+            with pytest.raises(ValueError):
+                recheck(run, history.ops)
+            continue
+        assert history.problem is None
+        assert history.ops == [json.loads(line) for line in (run / "history.jsonl").open()]
+        assert recheck(run, history.ops) == want, run
 
 
 def test_missing_files_are_not_read() -> None:
@@ -84,11 +97,16 @@ def test_missing_files_are_not_read() -> None:
 def test_run_tuple_skips_what_kraft_check_cannot_read(tmp_path: Path) -> None:
     run = synthetic.generate(tmp_path, 1, seed=1, lines=50).runs[0]
 
-    def refuse(path: Path) -> tuple[dict, list]:
-        raise ValueError("history.jsonl:3: bad JSON")
+    def refuse(path: Path, history: list[dict]) -> dict:
+        raise ValueError("test.json: bad JSON")
 
     row = field_map(runinfo.run_tuple("a/b", str(run), refuse))
     assert "bad JSON" in row["problem"] and row["ops"] is None
+    with open(run / "history.jsonl", "a") as history:
+        history.write('{"index": 50, "time": 0, "process": 9, "type": "ok", "f": "read"}\n')
+    row = field_map(runinfo.run_tuple("a/b", str(run), refuse))
+    assert row["problem"] == "history.jsonl:51: ok completion of process 9 with no invoke"
+    assert row["lines"] == 51 and row["ops"] is None
 
 
 @pytest.mark.parametrize(("results", "kinds"), [

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import checkers
-from harness.pipeline import synthetic
+from testkit import synthetic
 
 
 def test_layout_and_latest_link(tmp_path: Path) -> None:

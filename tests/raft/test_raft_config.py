@@ -2,7 +2,7 @@
 
 import pytest
 
-from reference_node.raft.config import UNSAFE_SWITCHES, RaftConfig, parse_unsafe
+from reference_node.raft.config import UNSAFE_SWITCHES, RaftConfig, Unsafe
 
 EXPECTED = {
     "skip-flush", "resume-leader-after-restart", "early-high-watermark", "no-check-quorum",
@@ -19,17 +19,34 @@ def test_defaults_are_kafkas() -> None:
 
 
 def test_switch_names_are_exactly_the_issues() -> None:
-    assert set(UNSAFE_SWITCHES) == EXPECTED
+    assert {switch.value for switch in Unsafe} == EXPECTED
+    assert {switch.value: switch.description for switch in Unsafe} == UNSAFE_SWITCHES
+    assert all(switch.description for switch in Unsafe)
 
 
 def test_parse_comma_list() -> None:
-    assert parse_unsafe(" skip-flush, no-check-quorum ,") == {"skip-flush", "no-check-quorum"}
-    assert parse_unsafe("") == frozenset()
+    assert Unsafe.parse(" skip-flush, no-check-quorum ,") == {
+        Unsafe.SKIP_FLUSH, Unsafe.NO_CHECK_QUORUM
+    }
+    assert Unsafe.parse("") == frozenset()
 
 
-def test_unknown_switch_lists_valid_ones() -> None:
+def test_unknown_switch_lists_valid_ones_on_one_line() -> None:
     with pytest.raises(ValueError, match="bogus") as info:
-        parse_unsafe("skip-flush,bogus")
-    assert "forget-vote" in str(info.value)
-    with pytest.raises(ValueError):
-        RaftConfig(unsafe=frozenset({"nope"}))
+        Unsafe.parse("skip-flush,bogus")
+    message = str(info.value)
+    assert "\n" not in message
+    assert all(name in message for name in EXPECTED)
+    with pytest.raises(ValueError, match="nope"):
+        RaftConfig(unsafe=frozenset({"nope"}))  # type: ignore[arg-type]
+
+
+def test_config_holds_members_whether_given_members_or_names() -> None:
+    by_member = RaftConfig(unsafe=frozenset({Unsafe.FORGET_VOTE}))
+    by_name = RaftConfig(unsafe=frozenset({"forget-vote"}))  # type: ignore[arg-type]
+    assert by_member.unsafe == by_name.unsafe == {Unsafe.FORGET_VOTE}
+    assert by_name.has(Unsafe.FORGET_VOTE) and not by_name.has(Unsafe.SKIP_FLUSH)
+
+
+def test_read_mode_leader_is_named_in_the_switch_it_turns_on() -> None:
+    assert "read.mode=leader" in Unsafe.STALE_LEADER_READS.description

@@ -10,7 +10,7 @@ from reference_node.raft.api import (
     QuorumState,
     ReadReply,
 )
-from reference_node.raft.config import RaftConfig
+from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import (
     DivergingEpoch,
     EndQuorumEpochRequest,
@@ -83,7 +83,7 @@ def test_follower_fetches_only_from_flushed_end() -> None:
     core.step(LogFlushed(2))
     nxt = only(drain(core), FetchRequest, 2)
     assert isinstance(nxt, FetchRequest) and nxt.fetch_offset == 2
-    skip = make(qs=QuorumState(3, 2, None), config=RaftConfig(unsafe=frozenset({"skip-flush"})))
+    skip = make(qs=QuorumState(3, 2, None), config=RaftConfig(unsafe=frozenset({Unsafe.SKIP_FLUSH})))
     ready = deliver(skip, 2, FetchResponse(ErrorCode.none, 2, 3, 0, 0, tuple(entries(3, 3))))
     nxt = only(ready, FetchRequest, 2)
     assert isinstance(nxt, FetchRequest) and nxt.fetch_offset == 2
@@ -106,7 +106,7 @@ def test_hw_needs_an_entry_of_the_leaders_epoch() -> None:
 
 def test_early_high_watermark_switch_commits_old_entries() -> None:
     core = make(log=entries(1, 1, 1), qs=QuorumState(1, None, None),
-                config=RaftConfig(unsafe=frozenset({"early-high-watermark"})))
+                config=RaftConfig(unsafe=frozenset({Unsafe.EARLY_HIGH_WATERMARK})))
     elect(core)
     core.step(LogFlushed(core.log.end_offset))
     drain(core)
@@ -168,7 +168,7 @@ def test_linearizable_read_waits_for_a_round_of_fetches() -> None:
 
 def test_stale_leader_reads_switch_answers_at_once() -> None:
     core = make(qs=QuorumState(1, None, None),
-                config=RaftConfig(unsafe=frozenset({"stale-leader-reads"})))
+                config=RaftConfig(unsafe=frozenset({Unsafe.STALE_LEADER_READS})))
     elect(core)
     core.step(ClientRead(5, 0))
     assert len(drain(core).replies) == 1
@@ -216,7 +216,7 @@ def test_fetches_from_a_majority_keep_the_leader() -> None:
 
 def test_no_check_quorum_switch_keeps_zombie() -> None:
     core = make(qs=QuorumState(1, None, None),
-                config=RaftConfig(unsafe=frozenset({"no-check-quorum"})))
+                config=RaftConfig(unsafe=frozenset({Unsafe.NO_CHECK_QUORUM})))
     elect(core)
     tick(core, 60_000)
     assert core.is_leader
@@ -228,7 +228,7 @@ def test_restarted_leader_comes_back_resigned() -> None:
     tick(core, 5000)
     assert core.epoch == 4 and core.state_name == "prospective"
     bad = make(qs=QuorumState(4, 1, 1), log=entries(4),
-               config=RaftConfig(unsafe=frozenset({"resume-leader-after-restart"})))
+               config=RaftConfig(unsafe=frozenset({Unsafe.RESUME_LEADER_AFTER_RESTART})))
     assert bad.is_leader and bad.epoch == 4
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.faults import parse_faults
 from reference_node.raft.sim.simulation import SimConfig, run_seed
 
@@ -33,23 +34,24 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 # For each switch: a seed of `kraft simulate --nodes 5 --seeds 0-199 --faults all` (defaults:
 # 1 observer, 30 s) that exposes it, and the invariant the defect breaks.
 PINNED = [
-    ("skip-flush", 0, "MajorityReachedHighWatermark"),
-    ("resume-leader-after-restart", 3, "NoAckedAppendLost"),
-    ("no-check-quorum", 2, "ZombieStepDown"),
-    ("observer-campaign", 0, "OnlyVotersCampaign"),
-    ("stale-leader-reads", 1, "ReadsLinearizable"),
-    ("no-log-check", 13, "ConsistentCommittedData"),
+    (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 3, "NoAckedAppendLost"),
+    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
+    (Unsafe.OBSERVER_CAMPAIGN, 0, "OnlyVotersCampaign"),
+    (Unsafe.STALE_LEADER_READS, 1, "ReadsLinearizable"),
+    (Unsafe.NO_LOG_CHECK, 13, "ConsistentCommittedData"),
     # KAFKA-12619: a new leader exposes its HW before its LeaderChange record commits, so a read
     # there can miss an append the previous leader acknowledged.
-    ("early-high-watermark", 77, "ReadsLinearizable"),
+    (Unsafe.EARLY_HIGH_WATERMARK, 77, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate.
-    ("forget-vote", 3, "SingleLeader"),
+    (Unsafe.FORGET_VOTE, 3, "SingleLeader"),
 ]
 
 
-@pytest.mark.parametrize(("switch", "seed", "invariant"), PINNED)
-def test_pinned_seed_exposes_switch(switch: str, seed: int, invariant: str) -> None:
+@pytest.mark.parametrize(("switch", "seed", "invariant"), PINNED,
+                         ids=[switch.value for switch, _, _ in PINNED])
+def test_pinned_seed_exposes_switch(switch: Unsafe, seed: int, invariant: str) -> None:
     result = run_seed(seed, SimConfig(unsafe=frozenset({switch})))
     assert result.violation is not None, f"{switch} not caught by seed {seed}"
     assert result.violation.invariant == invariant, result.violation
@@ -62,7 +64,7 @@ def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
     caught = [
         seed for seed in range(6)
         if not run_seed(seed, SimConfig(faults=config.faults, time_ms=SHORT,
-                                        unsafe=frozenset({"forget-vote"}))).ok
+                                        unsafe=frozenset({Unsafe.FORGET_VOTE}))).ok
     ]
     assert caught, "crash-after-vote no longer exposes forget-vote"
     for seed in caught:

@@ -3,7 +3,7 @@
 from raft_helpers import CLUSTER, deliver, entries, make, only, tick
 
 from reference_node.raft.api import QuorumState
-from reference_node.raft.config import RaftConfig
+from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import ErrorCode, VoteRequest, VoteResponse
 
 
@@ -73,7 +73,7 @@ def test_vote_survives_restart() -> None:
 
 
 def test_forget_vote_switch_does_not_persist_the_vote() -> None:
-    core = make(config=RaftConfig(unsafe=frozenset({"forget-vote"})))
+    core = make(config=RaftConfig(unsafe=frozenset({Unsafe.FORGET_VOTE})))
     ready = deliver(core, 2, vote(1, cand=2))
     assert ready.quorum_state == QuorumState(1, None, None)
     restarted = make(qs=ready.quorum_state, config=core.config)
@@ -95,7 +95,7 @@ def test_rejection_for_stale_log_still_bumps_epoch() -> None:
 
 
 def test_no_log_check_switch_grants_stale_candidates() -> None:
-    core = make(log=entries(1, 2), config=RaftConfig(unsafe=frozenset({"no-log-check"})))
+    core = make(log=entries(1, 2), config=RaftConfig(unsafe=frozenset({Unsafe.NO_LOG_CHECK})))
     assert answer(core, 2, vote(4, last_epoch=1, last_offset=1)).vote_granted
 
 
@@ -169,6 +169,6 @@ def test_observer_never_campaigns_unless_switched() -> None:
     tick(core, 10_000)
     assert core.state_name == "unattached"
     bad = make(node_id=7, qs=QuorumState(1, 2, None),
-               config=RaftConfig(unsafe=frozenset({"observer-campaign"})))
+               config=RaftConfig(unsafe=frozenset({Unsafe.OBSERVER_CAMPAIGN})))
     tick(bad, 10_000)
     assert bad.state_name == "prospective"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.cluster import CLUSTER_ID, Cluster
+from testkit.cluster import CLUSTER_ID, Cluster
 
 
 def test_three_nodes_elect_a_leader_and_describe_shows_it(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reference_node.config import ConfigError, Endpoint, from_properties, parse_properties, render
+from reference_node.config import ConfigError, Endpoint, from_properties
+from reference_node.properties import render
 
 BASE = {
     "node.id": "1",
@@ -66,21 +67,6 @@ def test_missing_required_key() -> None:
     del props["metadata.log.dir"]
     with pytest.raises(ConfigError, match=r"metadata\.log\.dir"):
         from_properties(props)
-
-
-def test_java_properties_syntax() -> None:
-    text = (
-        "# comment\n! also comment\n  node.id = 3\nlisteners:CONTROLLER://h:1\n"
-        "controller.quorum.voters 1@a:1,\\\n   2@b:2\nmetadata.log.dir=/d\\u0041\n"
-    )
-    props = parse_properties(text)
-    assert props == {
-        "node.id": "3",
-        "listeners": "CONTROLLER://h:1",
-        "controller.quorum.voters": "1@a:1,2@b:2",
-        "metadata.log.dir": "/dA",
-    }
-    assert parse_properties(render(props)) == props
 
 
 def test_cli_bad_config_exits_64(tmp_path: Path) -> None:

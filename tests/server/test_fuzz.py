@@ -20,7 +20,7 @@ from reference_node.wire.apis import response_class
 from reference_node.wire.codec import decode_response, encode_request, frame
 from reference_node.wire.records import build_append_batch, read_values
 from reference_node.wire.requests import fetch_request, list_offsets_request, produce_request
-from tests.server.cluster import Cluster
+from testkit.cluster import Cluster
 
 ErrorCode = m.ErrorCode
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.cluster import Cluster
+from testkit.cluster import Cluster
 
 ck = pytest.importorskip("confluent_kafka")
 TOPIC = "__cluster_metadata"

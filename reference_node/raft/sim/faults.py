@@ -1,12 +1,15 @@
-"""The faults the simulator injects, and how each one starts (`Nemesis.start`).
+"""The faults the simulator injects: their names (the `--faults` vocabulary) and a started fault.
 
-Each fault is named (the `--faults` vocabulary) and starts from the nemesis random stream, so the
-same seed gives the same schedule. One fault is active at a time; the nemesis stops it after a
-random duration, waits, and starts the next. At the heal time every fault stops and every stopped
-node restarts, and the liveness clock starts.
+The nemesis (nemesis.py) starts one fault at a time, chosen from the nemesis random stream, and
+stops it after a random duration; at the heal time every fault stops and every stopped node
+restarts, and the liveness clock starts. A started fault is an `ActiveFault` object whose identity
+ties the events it queued (its stop, a vote crash) to it: an event for an earlier fault finds a
+different object and does nothing.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 FAULTS: dict[str, str] = {
     "drop": "lose messages at random",
@@ -26,6 +29,23 @@ FAULTS: dict[str, str] = {
 }
 
 NETWORK_FAULTS = ("drop", "delay", "duplicate", "reorder")
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ActiveFault:
+    """One started fault. Compared by identity only (`is`): two crashes of the same node are
+    different faults."""
+
+    name: str
+    victims: tuple[int, ...] | None = None
+    """The nodes a node fault stopped (restarted when it stops); None for the others."""
+
+    def __repr__(self) -> str:
+        # The trace shows a fault as `['crash', [2, 4]]`, or `['drop']` without victims.
+        shown: list[object] = [self.name]
+        if self.victims is not None:
+            shown.append(list(self.victims))
+        return repr(shown)
 
 
 def parse_faults(text: str) -> tuple[str, ...]:

@@ -1,10 +1,12 @@
 """The simulated network: per-message latency, loss, duplication, reordering, slow links and
 partitions.
 
-A partition is a set of blocked directed links, checked when a message would be delivered, so a
-message in flight when a partition starts is lost as it would be on a cut wire. Clients sit outside
-every partition (the harness's clients reach every node: "the leader isolated while clients still
-reach it").
+Theory of operation: a message's fate is drawn from the network random stream when it is sent
+(`delivery_times`: none when lost, two when duplicated, each 1-3 ms plus whatever the active fault
+adds), and its link is checked again when it arrives (`link_ok`). A partition is a set of blocked
+directed links, so a message in flight when a partition starts is lost as it would be on a cut
+wire. Clients sit outside every partition (the harness's clients reach every node: "the leader
+isolated while clients still reach it"), so a reply to a client only takes time (`reply_time`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Network:
         """Extra latency (ms) on some directed links: a slow path that stays up."""
 
     def heal(self) -> None:
+        """Back to a clean network: no partition, no slow link, no loss, delay or duplication."""
         self.blocked.clear()
         self.slow.clear()
         self.drop_p = self.dup_p = 0.0
@@ -37,7 +40,7 @@ class Network:
     def link_ok(self, src: int, dst: int) -> bool:
         return ((src << SHIFT) | dst) not in self.blocked
 
-    def latencies(self, now: int, src: int = 0, dst: int = 0) -> list[int]:
+    def delivery_times(self, now: int, src: int = 0, dst: int = 0) -> list[int]:
         """Delivery times of one message sent now from `src` to `dst`: none when dropped, two when
         duplicated."""
         rng = self.rng
@@ -53,6 +56,10 @@ class Network:
         if self.dup_p and rng.random() < self.dup_p:
             return [lat, lat + 1 + rng.randrange(20)]
         return [lat]
+
+    def reply_time(self, now: int) -> int:
+        """When a reply sent now reaches its client."""
+        return now + 1 + self.rng.randrange(3)
 
     def partition(self, groups: Sequence[Iterable[int]], nodes: Iterable[int]) -> None:
         """Only nodes sharing a group talk; a node in no group talks to no one."""

@@ -3,7 +3,7 @@
 A backend knows nothing of Raft or Kafka. It gives each node a host (a directory and a process
 slot on this machine for `local`, a container reached over SSH for `docker`), runs commands and
 one long-lived daemon per node there, moves files, and cuts links between nodes. A target (see
-`harness/targets/base.py`) builds on these to install, configure and start its own program.
+`contracts/target.py`) builds on these to install, configure and start its own program.
 
 Addresses differ by who is asking: in `local`, node A reaches node B through a proxy owned by
 the harness (so that the link A->B can be cut), hence `peer_address(src, dst, port)`.
@@ -108,16 +108,3 @@ class CanPartition(Protocol):
     def heal(self) -> None:
         """Restore every link."""
 
-
-def sweep_all() -> list[str]:
-    """Remove every leftover of every backend (for `kraft clean`); returns what was removed."""
-    removed: list[str] = []
-    for module_name in ("harness.backends.local", "harness.backends.docker"):
-        try:
-            module = __import__(module_name, fromlist=["sweep"])
-        except ImportError:
-            continue
-        sweep = getattr(module, "sweep", None)
-        if sweep is not None:
-            removed.extend(sweep())
-    return removed

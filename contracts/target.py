@@ -1,4 +1,4 @@
-"""The target interface: one implementation under test, as a DB and a client (ARCHITECTURE.md).
+"""The target interface: one implementation under test, as a DB and a client (docs/architecture.md).
 
 Jepsen's split: the DB installs, configures, starts and stops the program on each node through
 a backend; the client performs one operation against one node and reports what it learned.
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import abc
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from harness.backends.base import Backend
-
-Op = dict[str, Any]
+from contracts.backend import Backend
+from contracts.history import Op
 
 
 class DB(abc.ABC):
@@ -41,7 +40,8 @@ class DB(abc.ABC):
 
     @abc.abstractmethod
     def collect(self, backend: Backend, node: str, into: Path) -> None:
-        """Copy the node's logs, events.jsonl and data files into `into` (results/.../nodes/<node>/).
+        """Copy the node's logs, events.jsonl and data files into `into`
+        (results/.../nodes/<node>/).
 
         Also writes `into/log.jsonl` (the node's final log, docs/contracts.md) when it can.
         """

@@ -1,4 +1,5 @@
-"""Synthetic runs in the exact results layout, for the pipeline's tests and bench.
+"""Synthetic runs in the exact results layout, for the pipeline's tests and bench (never shipped to
+Spark executors: no pipeline code imports it).
 
 Each run is simulated, not drawn at random line by line: client processes invoke operations one
 after another, every operation that takes effect does so at one instant between its invoke and its
@@ -26,6 +27,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from contracts.results import HISTORY, RESULTS, TEST
 
 TARGETS = ("reference", "etcd", "kafka")
 WORKLOADS = ("append", "register")
@@ -260,23 +263,23 @@ def write_run(root: Path, number: int, seed: int, lines: int = 1000,
     else:
         checker = {"valid": True}
     results = {"valid": checker["valid"], "checkers": {workload: checker}}
-    (run / "test.json").write_text(json.dumps(test, indent=1))
-    (run / "results.json").write_text(json.dumps(results))
-    with open(run / "history.jsonl", "w") as out:
+    (run / TEST).write_text(json.dumps(test, indent=1))
+    (run / RESULTS).write_text(json.dumps(results))
+    with open(run / HISTORY, "w") as out:
         out.writelines(history)
     return run, planted
 
 
 def corrupt_run(run: Path, how: str) -> None:
     """Damage a stored run the way a crash or a bad copy would."""
-    history = run / "history.jsonl"
+    history = run / HISTORY
     if how == "truncated-history":
         data = history.read_bytes()
         history.write_bytes(data[: len(data) * 2 // 3 + 7])  # cut inside a line
     elif how == "invalid-test-json":
-        (run / "test.json").write_text('{"name": "oops", "target": ')
+        (run / TEST).write_text('{"name": "oops", "target": ')
     elif how == "missing-results":
-        (run / "results.json").unlink()
+        (run / RESULTS).unlink()
     elif how == "garbage-history-line":
         lines = history.read_text().splitlines(keepends=True)
         lines.insert(len(lines) // 2, "\x00\x00 not json\n")
@@ -316,7 +319,7 @@ def generate(root: Path | str, runs: int, seed: int = 0, lines: int = 1000,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.pipeline.synthetic",
+    parser = argparse.ArgumentParser(prog="python -m testkit.synthetic",
                                      description="write synthetic runs in the results layout")
     parser.add_argument("out", type=Path)
     parser.add_argument("--runs", type=int, default=100)

@@ -37,7 +37,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from harness.backends.base import BackendError, CommandResult
+from contracts.backend import BackendError, CommandResult
 
 T = TypeVar("T")
 

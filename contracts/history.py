@@ -1,12 +1,16 @@
-"""The history: every operation the harness observed, in order, as plain dicts (ARCHITECTURE.md).
+"""The history: every operation the harness observed, in order, as plain dicts
+(docs/architecture.md).
 
 One recorder per run, shared by client threads and the nemesis. It stamps each op with its index
 and the nanoseconds since the test started (monotonic clock), keeps it in memory for the checkers,
-and appends it to `history.jsonl` at once, so a run that dies still leaves what it saw.
+and appends it to `history.jsonl` at once, so a run that dies still leaves what it saw. A nemesis
+op also gets `wall`, the wall-clock instant (ISO 8601, UTC, milliseconds) taken with its `time`, so
+that faults line up with the nodes' own logs and events, which are stamped by the wall clock.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 import time
@@ -14,6 +18,12 @@ from pathlib import Path
 from typing import IO, Any
 
 Op = dict[str, Any]
+NEMESIS = "nemesis"
+
+
+def wall_clock() -> str:
+    """Now, as a nemesis op's `wall` field: `2026-11-22T21:30:00.123+00:00`."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 class History:
@@ -38,6 +48,8 @@ class History:
             stored = dict(op)
             stored["index"] = len(self._ops)
             stored["time"] = self.now()
+            if stored.get("process") == NEMESIS:
+                stored["wall"] = wall_clock()
             self._ops.append(stored)
             if self._out is not None:
                 self._out.write(json.dumps(_ordered(stored)) + "\n")

@@ -1,4 +1,17 @@
-"""A loopback cluster of real `kraft node` processes, for the server tests and the bench."""
+"""A loopback cluster of real `kraft node` processes, for the server tests and the benchmarks.
+
+Theory of operation. `Cluster(root, size, extra)` picks free loopback ports, writes one
+`node<i>.properties` per voter under `root` (Kafka's names, `extra` settings appended and winning)
+and formats each data directory with `kraft node format`, as an operator would. Nothing runs until
+`start`: each node is then a child process (`python -m harness.cli node`) logging to
+`root/node<i>.log`. The test is the nemesis: `kill` (SIGKILL) and `terminate` (SIGTERM) one node,
+`start(i)` it again on the same data. What the cluster says about itself is read the way a client
+reads it: DescribeQuorum over the Kafka protocol (`describe`, `wait_leader`), and each node's
+`events.jsonl` (docs/contracts.md). Used as a context manager, it kills every node it started.
+
+No harness here (no backend, proxies or history): `harness/targets/reference.py` deploys the same
+node for test runs. `testkit/raft_cluster.py` is the in-memory kind, cores without processes.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +25,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reference_node.config import render
+from reference_node.properties import render
 from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
 from reference_node.wire.requests import describe_quorum_request
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
+"""The cluster id every node is formatted with (a Kafka Uuid, as `kafka-storage random-uuid`
+prints)."""
 
 
 def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports that were free a moment ago (all held open while choosing)."""
     socks = []
     try:
         for _ in range(n):
@@ -33,6 +49,8 @@ def free_ports(n: int) -> list[int]:
 
 
 class Cluster:
+    """Voters 1..size on 127.0.0.1, configured and formatted, none started yet."""
+
     def __init__(self, root: Path, size: int = 3, extra: dict[str, str] | None = None) -> None:
         self.root = root
         self.ids = list(range(1, size + 1))
@@ -89,6 +107,8 @@ class Cluster:
             proc.wait(10)
 
     def describe(self, i: int, timeout: float = 1.0) -> Any | None:
+        """Node `i`'s DescribeQuorum answer for the metadata partition; None if it does not
+        answer."""
         try:
             with KafkaClient("127.0.0.1", self.ports[i], timeout=timeout) as client:
                 resp = client.call(DESCRIBE_QUORUM, describe_quorum_request, timeout=timeout)
@@ -97,6 +117,7 @@ class Cluster:
         return resp.topics[0].partitions[0] if resp.topics else None
 
     def wait_leader(self, timeout: float = 10.0, exclude: int | None = None) -> int:
+        """The id of a leader that a running node reports (not `exclude`); TimeoutError if none."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for i in self.procs:
@@ -107,6 +128,7 @@ class Cluster:
         raise TimeoutError(f"no leader within {timeout}s; logs in {self.root}")
 
     def events(self, i: int) -> list[dict[str, Any]]:
+        """Node `i`'s events.jsonl so far (docs/contracts.md)."""
         path = self.data_dir(i) / "events.jsonl"
         if not path.exists():
             return []

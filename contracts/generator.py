@@ -7,8 +7,8 @@ returns the next generator. Randomness is an integer state carried in the value 
 each draw, so the same seed gives the same operations, whatever the threads do; and a generator
 can be asked twice without consuming anything.
 
-The interpreter (harness/interpreter.py) asks, waits until an op's `time`, hands it to the
-process, and commits the generator that followed it.
+The harness's interpreter (harness/interpreter.py) asks, waits until an op's `time`, hands it to
+the process, and commits the generator that followed it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import abc
 import enum
 import random
 from dataclasses import dataclass, replace
-from typing import Any
 
-Op = dict[str, Any]
+from contracts.history import Op
 
 
 class Pending(enum.Enum):

@@ -1,0 +1,45 @@
+"""The workload interface: what the clients do, and which checker judges what they did.
+
+A workload is a value (each is registered by name in `workloads/`). The runner asks it for three
+things, and nothing else:
+
+- `generator(seed)`: a pure generator (contracts/generator.py) of the clients' invoke ops, the
+  same ops for the same seed;
+- `final_op()`: the invoke op every node is asked once the faults are healed (the runner marks the
+  completions `"final": true`);
+- `checker`: the function from the history (and the test, and each node's collected files) to
+  the results.json dict, `{"valid": true | false | "unknown", "checkers": {NAME: {...}}, ...}`.
+
+So the path op -> history -> verdict reads statically: the workload's generator makes the ops,
+the interpreter records them in the history, and the checker the workload declares judges it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from contracts.generator import Generator
+from contracts.history import Op
+
+
+class Checker(Protocol):
+    """A history's verdict. `nodes` maps each node's name to the directory its files were
+    collected into (results/.../nodes/<node>/), when there are any."""
+
+    def __call__(self, history: list[Op], test: Mapping[str, Any],
+                 nodes: Mapping[str, Path] | None = None, /) -> dict[str, Any]: ...
+
+
+class Workload(Protocol):
+    @property
+    def name(self) -> str:
+        """What `kraft test --workload` and test.json's `workload` call it."""
+
+    @property
+    def checker(self) -> Checker: ...
+
+    def generator(self, seed: int) -> Generator: ...
+
+    def final_op(self) -> Op: ...

@@ -1,0 +1,157 @@
+"""The simulated clients: each has one operation in flight, an append or a read.
+
+Theory of operation: a client invokes an operation (`ClientNext`) at the node it believes leads
+(now and then, or with no guess, a random voter); the request reaches that node 1-3 ms later
+(`ClientRequest`; an incarnation that is gone by then never sees it). The node's reply comes back
+(`ClientReplyDue`), or the client gives up after `CLIENT_TIMEOUT_MS` (`ClientTimeout`) and forgets
+its guess; an error reply names the leader to try next. Then, after a short think time, the next
+operation. What a reply says is checked against the committed log: an acknowledged append must be
+committed where it says (NoAckedAppendLost), and a read must see every append acknowledged before
+it began (ReadsLinearizable). An append invoked after the heal and acknowledged is the liveness the
+run waits for. Every choice comes from the client random stream.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import random
+from dataclasses import dataclass
+
+from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
+from reference_node.raft.messages import ErrorCode
+from reference_node.raft.sim.events import (
+    ClientNext,
+    ClientReplyDue,
+    ClientRequest,
+    ClientTimeout,
+    EventQueue,
+)
+from reference_node.raft.sim.host import SimNode
+from reference_node.raft.sim.invariants import Invariants
+
+CLIENT_TIMEOUT_MS = 3000
+
+
+class OpKind(enum.Enum):
+    APPEND = "append"
+    READ = "read"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOp:
+    request_id: int
+    kind: OpKind
+    node: int
+    invoked_ms: int
+    max_acked: int
+    """The highest offset acknowledged when the operation was invoked (a read must cover it)."""
+    payload: bytes = b""
+    from_offset: int = 0
+
+    def core_input(self) -> ClientAppend | ClientRead:
+        if self.kind is OpKind.APPEND:
+            return ClientAppend(self.request_id, (self.payload,))
+        return ClientRead(self.request_id, self.from_offset)
+
+
+@dataclass(slots=True)
+class SimClient:
+    id: int
+    leader_guess: int | None = None
+    op: ClientOp | None = None
+
+
+class Clients:
+    """Every client, the events that reach one, and what their replies proved."""
+
+    def __init__(
+        self,
+        count: int,
+        queue: EventQueue,
+        nodes: dict[int, SimNode],
+        voter_ids: list[int],
+        inv: Invariants,
+        rng: random.Random,
+        heal_ms: int,
+    ) -> None:
+        self.clients = [SimClient(i) for i in range(count)]
+        self.queue = queue
+        self.nodes = nodes
+        self.voter_ids = voter_ids
+        self.inv = inv
+        self.rng = rng
+        self.heal_ms = heal_ms
+        self.request_ids = itertools.count(1)
+        self.values = itertools.count(1)
+        """Every append writes a new value, so that a lost or misplaced one shows."""
+        self.acked = 0
+        self.reads = 0
+        self.acked_after_heal = False
+
+    def start(self) -> None:
+        for client in self.clients:
+            self.queue.push(self.rng.randrange(50, 300), ClientNext(client.id))
+
+    def on_next(self, event: ClientNext) -> None:
+        client = self.clients[event.client]
+        rng = self.rng
+        now = self.queue.now
+        node = client.leader_guess
+        if node is None or rng.random() < 0.1:
+            node = rng.choice(self.voter_ids)
+        rid = next(self.request_ids)
+        max_acked = self.inv.max_acked
+        if rng.random() < 0.6:
+            payload = str(next(self.values)).encode()
+            op = ClientOp(rid, OpKind.APPEND, node, now, max_acked, payload=payload)
+        else:
+            top = len(self.inv.committed)
+            from_offset = rng.randrange(top + 1) if top else 0
+            op = ClientOp(rid, OpKind.READ, node, now, max_acked, from_offset=from_offset)
+        client.op = op
+        target = self.nodes[node]
+        self.queue.push(now + 1 + rng.randrange(3), ClientRequest(node, target.inc, client.id))
+        self.queue.push(now + CLIENT_TIMEOUT_MS, ClientTimeout(client.id, rid))
+
+    def on_request(self, event: ClientRequest) -> SimNode | None:
+        node = self.nodes[event.node]
+        op = self.clients[event.client].op
+        if not node.alive or node.inc != event.inc or op is None or node.core is None:
+            return None
+        node.pending[op.request_id] = event.client
+        node.core.step(op.core_input())
+        return node
+
+    def on_reply(self, event: ClientReplyDue) -> None:
+        client = self.clients[event.client]
+        op = client.op
+        reply = event.reply
+        if op is None or op.request_id != reply.request_id:
+            return
+        if reply.error != ErrorCode.none:
+            client.leader_guess = reply.leader_id
+            self._finish(client, reply)
+            return
+        client.leader_guess = event.node
+        if isinstance(reply, AppendReply):
+            for offset in reply.offsets:
+                self.inv.acknowledged(offset, op.payload)
+            self.acked += 1
+            if op.invoked_ms >= self.heal_ms:
+                self.acked_after_heal = True
+        else:
+            self.inv.read(event.node, op.max_acked, reply.high_watermark, reply.records)
+            self.reads += 1
+        self._finish(client, reply)
+
+    def on_timeout(self, event: ClientTimeout) -> None:
+        client = self.clients[event.client]
+        if client.op is not None and client.op.request_id == event.request_id:
+            self._finish(client, None)
+
+    def _finish(self, client: SimClient, reply: AppendReply | ReadReply | None) -> None:
+        if reply is None:
+            client.leader_guess = None  # timed out: the guess may be dead or cut off
+        client.op = None
+        self.queue.push(self.queue.now + 5 + self.rng.randrange(40), ClientNext(client.id))

@@ -1,0 +1,269 @@
+"""The nemesis: one fault at a time, from its first start until the heal.
+
+Theory of operation: `FaultStart` picks one of the run's faults from the nemesis random stream and
+starts it (`FAULT_STARTS`: each fault's start, which may cut links, slow the network or stop nodes,
+and returns the nodes it stopped); the started fault becomes the active one and its `FaultStop` is
+queued after a random duration. Stopping a fault gives back a clean network and restarts the nodes
+it stopped, and queues the next start. `Heal` stops the active fault for good and restarts every
+node that is down; from then on nothing the nemesis queued earlier applies, and the liveness window
+runs. Whenever the network or the set of live nodes changes, the zombie watch recomputes which
+voters are cut off.
+
+crash-after-vote is the one fault that acts while it lasts: its bridge node crashes right after
+each vote it grants (`VoteCrash`, queued by the host as the vote goes out) and comes back within a
+few milliseconds (`VoterRestart`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from reference_node.raft.sim.events import (
+    EventQueue,
+    FaultStart,
+    FaultStop,
+    Heal,
+    VoteCrash,
+    VoterRestart,
+)
+from reference_node.raft.sim.faults import ActiveFault
+from reference_node.raft.sim.host import Cluster, VoteCrasher
+from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.zombies import ZombieWatch
+
+Victims = tuple[int, ...] | None
+"""The nodes a fault's start stopped, to restart when it stops; None for a fault stopping none."""
+
+
+class Nemesis:
+    def __init__(
+        self,
+        faults: tuple[str, ...],
+        heal_ms: int,
+        cluster: Cluster,
+        zombies: ZombieWatch,
+        queue: EventQueue,
+        rng: random.Random,
+    ) -> None:
+        self.faults = faults
+        self.heal_ms = heal_ms
+        self.cluster = cluster
+        self.net: Network = cluster.net
+        self.zombies = zombies
+        self.queue = queue
+        self.rng = rng
+        self.active: ActiveFault | None = None
+
+    def schedule(self) -> None:
+        """Queue the first start and the heal (nothing when the run has no faults)."""
+        if self.faults:
+            self.queue.push(self.rng.randrange(500, 1500), FaultStart())
+            self.queue.push(self.heal_ms, Heal())
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def on_start(self, event: FaultStart) -> None:
+        if self.queue.now >= self.heal_ms:
+            return
+        rng = self.rng
+        name = rng.choice(self.faults)
+        fault = ActiveFault(name, FAULT_STARTS[name](self))
+        self.active = fault
+        if name == "crash-after-vote":
+            assert fault.victims is not None
+            self.cluster.vote_crasher = VoteCrasher(fault, fault.victims[0])
+        self.zombies.recompute(self.queue.now)
+        self.queue.push(self.queue.now + fault_duration(name, rng), FaultStop(fault))
+
+    def on_stop(self, event: FaultStop) -> None:
+        if self.queue.now >= self.heal_ms or self.active is not event.fault:
+            return
+        self._stop_active()
+        self.queue.push(self.queue.now + self.rng.randrange(100, 1000), FaultStart())
+
+    def on_heal(self, event: Heal) -> None:
+        self._stop_active()
+        self.net.heal()
+        for node in self.cluster.nodes.values():
+            if not node.alive:
+                self.cluster.start(node)
+        self.zombies.recompute(self.queue.now)
+
+    def on_vote_crash(self, event: VoteCrash) -> None:
+        """The bridge just granted a vote: it dies before anything else reaches it."""
+        now = self.queue.now
+        if now >= self.heal_ms or self.active is not event.fault:
+            return
+        node = self.cluster.nodes[event.node]
+        if node.alive and node.inc == event.inc:
+            self.cluster.stop(node, graceful=False)
+            self.zombies.recompute(now)
+            self.queue.push(now + self.rng.randrange(1, 5),
+                            VoterRestart(event.fault, event.node, node.inc))
+
+    def on_voter_restart(self, event: VoterRestart) -> None:
+        """The bridge is back 1-4 ms after its crash, well inside the election, so that a
+        candidate still asking finds it up and only its quorum-state file remembers the vote."""
+        if self.queue.now >= self.heal_ms or self.active is not event.fault:
+            return
+        node = self.cluster.nodes[event.node]
+        if not node.alive and node.inc == event.inc:
+            self.cluster.start(node)
+            self.zombies.recompute(self.queue.now)
+
+    def _stop_active(self) -> None:
+        fault = self.active
+        if fault is None:
+            return
+        self.active = None
+        self.cluster.vote_crasher = None
+        # One fault at a time, so a clean network undoes whichever fault this was.
+        self.net.heal()
+        for n in fault.victims or ():
+            node = self.cluster.nodes[n]
+            if not node.alive:
+                self.cluster.start(node)
+        self.zombies.recompute(self.queue.now)
+
+    # --- the faults' starts ---------------------------------------------------------------------
+
+    def start_drop(self) -> Victims:
+        self.net.drop_p = self.rng.choice((0.05, 0.2, 0.5))
+        return None
+
+    def start_delay(self) -> Victims:
+        self.net.delay_max = 200
+        return None
+
+    def start_duplicate(self) -> Victims:
+        self.net.dup_p = 0.3
+        return None
+
+    def start_reorder(self) -> Victims:
+        self.net.jitter_max = 50
+        return None
+
+    def start_partition_halves(self) -> Victims:
+        nodes = list(self.cluster.node_ids)
+        self.rng.shuffle(nodes)
+        cut = self.rng.randrange(1, len(nodes))
+        self.net.partition([nodes[:cut], nodes[cut:]], self.cluster.node_ids)
+        return None
+
+    def start_partition_isolate(self) -> Victims:
+        self._isolate(self.rng.choice(self.cluster.node_ids))
+        return None
+
+    def start_partition_leader(self) -> Victims:
+        self._isolate(self.cluster.leader_id() or self.rng.choice(self.cluster.voter_ids))
+        return None
+
+    def _isolate(self, alone: int) -> None:
+        others = [n for n in self.cluster.node_ids if n != alone]
+        self.net.partition([[alone], others], self.cluster.node_ids)
+
+    def start_partition_ring(self) -> Victims:
+        nodes = list(self.cluster.node_ids)
+        self.rng.shuffle(nodes)
+        k = len(nodes)
+        self.net.connect_only([(nodes[i], nodes[(i + 1) % k]) for i in range(k)],
+                              self.cluster.node_ids)
+        return None
+
+    def start_partition_bridge(self) -> Victims:
+        nodes = list(self.cluster.node_ids)
+        self.rng.shuffle(nodes)
+        bridge, rest = nodes[0], nodes[1:]
+        half = len(rest) // 2
+        self.net.partition([[bridge, *rest[:half]], [bridge, *rest[half:]]],
+                           self.cluster.node_ids)
+        return None
+
+    def start_crash(self) -> Victims:
+        return self._stop_nodes(self._pick_victims(whole_majority_too=True), graceful=False)
+
+    def start_shutdown(self) -> Victims:
+        return self._stop_nodes(self._pick_victims(whole_majority_too=False), graceful=True)
+
+    def _stop_nodes(self, victims: list[int], graceful: bool) -> Victims:
+        for n in victims:
+            self.cluster.stop(self.cluster.nodes[n], graceful=graceful)
+        return tuple(victims)
+
+    def _pick_victims(self, whole_majority_too: bool) -> list[int]:
+        """The leader (most often), a random live node, or, for a crash now and then, a majority
+        or more at once."""
+        rng = self.rng
+        cluster = self.cluster
+        alive = [n for n in cluster.node_ids if cluster.nodes[n].alive]
+        leader = cluster.leader_id()
+        roll = rng.random()
+        if whole_majority_too and roll < 0.2:
+            count = min(len(alive), rng.randrange(cluster.majority, len(alive) + 1))
+            return sorted(rng.sample(alive, count))
+        if leader is not None and roll < 0.6:
+            return [leader]
+        return [rng.choice(alive)]
+
+    def start_crash_after_vote(self) -> Victims:
+        """Bridge the voters around the leader X ({A,Y} | X | {B,Z}), X's replies to one side on a
+        slow path, and restart X; from then on X crashes right after each vote it grants.
+
+        The restarted X is resigned and silent, so every follower's fetch times out together and
+        both sides elect, each needing X. B's pre-vote reaches X while X is still in the old epoch;
+        X's grant reaches B only after X has voted for A in the new epoch, crashed and come back.
+        So B campaigns in A's epoch and asks the restarted X, which must remember its vote: a vote
+        lost with the crash (forget-vote) elects two leaders in one epoch. Without the slow path,
+        X's answer would carry the new epoch and move B past it.
+        """
+        rng = self.rng
+        cluster = self.cluster
+        bridge = cluster.leader_id() or rng.choice(cluster.voter_ids)
+        rest = [n for n in cluster.voter_ids if n != bridge]
+        rng.shuffle(rest)
+        half = len(rest) // 2
+        sides: list[list[int]] = [[bridge, *rest[:half]], [bridge, *rest[half:]]]
+        for n in cluster.node_ids:
+            if n not in cluster.voter_ids:
+                sides[rng.randrange(2)].append(n)
+        self.net.partition(sides, cluster.node_ids)
+        for n in rest[half:]:
+            # Different per node, so that the slow side's pre-votes finish one at a time rather
+            # than splitting its votes.
+            self.net.slow_link(bridge, n, rng.randrange(20, 300))
+        node = cluster.nodes[bridge]
+        if node.alive:
+            cluster.stop(node, graceful=False)
+        cluster.start(node)
+        return (bridge,)
+
+
+FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
+    "drop": Nemesis.start_drop,
+    "delay": Nemesis.start_delay,
+    "duplicate": Nemesis.start_duplicate,
+    "reorder": Nemesis.start_reorder,
+    "partition-halves": Nemesis.start_partition_halves,
+    "partition-isolate": Nemesis.start_partition_isolate,
+    "partition-leader": Nemesis.start_partition_leader,
+    "partition-ring": Nemesis.start_partition_ring,
+    "partition-bridge": Nemesis.start_partition_bridge,
+    "crash": Nemesis.start_crash,
+    "shutdown": Nemesis.start_shutdown,
+    "crash-after-vote": Nemesis.start_crash_after_vote,
+}
+"""Each fault of faults.FAULTS and how it starts."""
+
+
+def fault_duration(name: str, rng: random.Random) -> int:
+    """How long a fault lasts (ms). A quarter outlast the leader progress timeout, so that zombie
+    leaders can show."""
+    roll = rng.random()
+    if roll < 0.25:
+        return rng.randrange(5000, 9000)
+    if name == "crash-after-vote":
+        return rng.randrange(3000, 6000)  # its election starts only once fetches time out (2 s)
+    if roll < 0.5 and name == "crash":
+        return rng.randrange(50, 500)  # a quick restart, before anyone times out
+    return rng.randrange(500, 4000)

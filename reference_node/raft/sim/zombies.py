@@ -1,0 +1,56 @@
+"""ZombieStepDown's bookkeeping: since when each voter has been cut off from a majority.
+
+Theory of operation: a voter is cut off while fewer than a majority of the voters (itself
+included) are alive and reachable from it both ways. That changes only when the nemesis changes
+the network or stops or starts a node, so the nemesis calls `recompute` then; a voter still cut off
+keeps the time it was first cut off. After every event `check` asks whether a voter cut off for
+longer than the leader progress timeout (plus delivery slack) is still leader.
+"""
+
+from __future__ import annotations
+
+from reference_node.raft.sim.host import SimNode
+from reference_node.raft.sim.invariants import Invariants
+from reference_node.raft.sim.network import Network
+
+ZOMBIE_SLACK_MS = 1000
+"""Time for the last fetch responses to arrive and be counted, past the progress timeout."""
+
+
+class ZombieWatch:
+    __slots__ = ("by_id", "cut_since", "inv", "limit_ms", "majority", "net", "voters")
+
+    def __init__(
+        self, voters: list[SimNode], net: Network, inv: Invariants, check_quorum_timeout_ms: int
+    ) -> None:
+        self.voters = voters
+        self.by_id = {node.id: node for node in voters}
+        self.net = net
+        self.inv = inv
+        self.majority = len(voters) // 2 + 1
+        self.limit_ms = check_quorum_timeout_ms + ZOMBIE_SLACK_MS
+        self.cut_since: dict[int, int] = {}
+        """The voters cut off now, in voter order, and since when."""
+
+    def recompute(self, now: int) -> None:
+        link = self.net.link_ok
+        voters = self.voters
+        cut: dict[int, int] = {}
+        for node in voters:
+            n = node.id
+            reach = 1 + sum(
+                1 for v in voters if v.id != n and v.alive and link(n, v.id) and link(v.id, n)
+            )
+            if reach < self.majority:
+                cut[n] = self.cut_since.get(n, now)
+        self.cut_since = cut
+
+    def check(self, now: int) -> None:
+        """ZombieStepDown, for every voter cut off now."""
+        if not self.cut_since:
+            return
+        by_id = self.by_id
+        for n, since in self.cut_since.items():
+            core = by_id[n].core
+            if core is not None and core.is_leader:
+                self.inv.zombie(n, now - since, self.limit_ms)

@@ -1,0 +1,248 @@
+"""An in-memory cluster of `RaftCore`s driven one input at a time, for tests of the Raft core.
+
+Theory of operation: each node has a `Host` that does what a real host does with a `Ready`, in the
+order the `Ready` docstring states, and nothing more: it writes the quorum state to its `Disk`,
+truncates and appends the log there, notes that a flush is due, and puts the messages on the
+network. Nothing happens on its own: the test decides when a flush completes (`flush`), when a
+message arrives (`deliver`, by index into `in_flight`), is lost (`drop`) or arrives twice
+(`duplicate`), when time passes (`tick`), and when a node crashes (losing every entry not flushed,
+keeping the quorum state it was told to persist) or restarts (a new core built from the disk).
+
+Like the server's RPC layer, a host hands its core at most one response per request it sent
+(messages travel with a correlation id); a request delivered twice is answered twice, but the
+second answer is dropped on arrival. Unlike the simulator there is no event queue, no random
+latency and no fault schedule: the order is the test's (a Hypothesis state machine, or a scenario
+file). Every carried-out `Ready` is handed to `on_ready` so that the test can print or check it.
+(`testkit/cluster.py` is the other kind of cluster: reference node processes on loopback.)
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from reference_node.raft.api import (
+    ClientAppend,
+    Input,
+    LogFlushed,
+    QuorumState,
+    Ready,
+    Receive,
+    Tick,
+)
+from reference_node.raft.config import RaftConfig
+from reference_node.raft.core import RaftCore
+from reference_node.raft.messages import RESPONSE_TO, Entry, Message
+
+CLUSTER_ID = "test-cluster"
+_RESPONSES = frozenset(RESPONSE_TO.values())
+
+ReadyObserver = Callable[[int, Ready], None]
+"""Called with (node id, Ready) after the host carried the Ready out, before `advance`."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A message on the wire. `rid` is its correlation id: a request's own, or the id of the
+    request a response answers (0 when it answers a copy already answered)."""
+
+    src: int
+    dst: int
+    message: Message
+    rid: int
+
+
+@dataclass(slots=True)
+class Disk:
+    """What survives a crash: the quorum-state file and the flushed part of the log."""
+
+    quorum_state: QuorumState | None = None
+    log: list[Entry] = field(default_factory=list)
+    """Every entry written, flushed or not (the entries at `flushed` and above are in the cache)."""
+    flushed: int = 0
+    flush_due: bool = False
+    """The core asked for a flush that has not completed yet."""
+
+    def lose_cache(self) -> None:
+        del self.log[self.flushed :]
+        self.flush_due = False
+
+
+@dataclass(slots=True)
+class Host:
+    """One node: its disk, and while it runs its core and its RPC bookkeeping."""
+
+    node_id: int
+    disk: Disk = field(default_factory=Disk)
+    core: RaftCore | None = None
+    incarnation: int = 0
+    awaiting: set[int] = field(default_factory=set)
+    """Correlation ids of the requests this incarnation sent that no response answered yet."""
+    asked: set[int] = field(default_factory=set)
+    """Correlation ids of the requests delivered to this incarnation."""
+    answering: dict[tuple[int, type], deque[int]] = field(default_factory=dict)
+    """Per (requester, response type): the delivered requests not answered yet, oldest first."""
+
+    @property
+    def up(self) -> bool:
+        return self.core is not None
+
+    def running(self) -> RaftCore:
+        if self.core is None:
+            raise ValueError(f"node {self.node_id} is down")
+        return self.core
+
+
+class Delivery(enum.Enum):
+    """What became of a message taken off the wire (the values are for printing)."""
+
+    DELIVERED = "delivered"
+    NODE_DOWN = "dropped: the node is down"
+    UNASKED = "dropped: it answers no request still waiting"
+
+
+class Cluster:
+    """Hosts for `voters` and `observers`, a list of messages in flight and one clock."""
+
+    def __init__(
+        self,
+        voters: Iterable[int],
+        observers: Iterable[int] = (),
+        config: RaftConfig | None = None,
+        seed: int = 0,
+        on_ready: ReadyObserver | None = None,
+        down: Iterable[int] = (),
+    ) -> None:
+        self.voters = tuple(sorted(voters))
+        self.observers = tuple(sorted(observers))
+        self.config = config or RaftConfig()
+        self.seed = seed
+        self.on_ready = on_ready
+        self.now = 0
+        self.hosts = {n: Host(n) for n in (*self.voters, *self.observers)}
+        self.in_flight: list[InFlight] = []
+        self._next_rid = 0
+        self._next_request = 0
+        stay_down = set(down)
+        for node in self.hosts:
+            if node not in stay_down:
+                self.start(node)
+
+    # --- nodes ----------------------------------------------------------------------------------
+
+    def core(self, node: int) -> RaftCore:
+        return self.hosts[node].running()
+
+    def start(self, node: int) -> None:
+        """Build a core from what the disk holds, as a host does at boot."""
+        host = self.hosts[node]
+        if host.up:
+            raise ValueError(f"node {node} is already running")
+        host.incarnation += 1
+        host.awaiting, host.asked, host.answering = set(), set(), {}
+        # A string seed is hashed the same way on every run, so each incarnation replays.
+        rng = random.Random(f"{self.seed}/{node}/{host.incarnation}")
+        host.core = RaftCore(
+            node, self.voters, CLUSTER_ID, self.config, rng, self.now,
+            host.disk.quorum_state, tuple(host.disk.log),
+        )
+        host.disk.flushed = len(host.disk.log)
+        self._carry_out(host)
+
+    def crash(self, node: int) -> None:
+        """Power off: the core and the page cache are gone, the flushed disk stays."""
+        host = self.hosts[node]
+        host.running()
+        host.core = None
+        host.disk.lose_cache()
+
+    # --- inputs ---------------------------------------------------------------------------------
+
+    def step(self, node: int, inp: Input) -> None:
+        """Feed one input to a running node at the cluster's clock and carry out its Ready."""
+        host = self.hosts[node]
+        host.running().step(inp, now_ms=self.now)
+        self._carry_out(host)
+
+    def tick(self, node: int, advance_ms: int = 0) -> None:
+        self.now += advance_ms
+        self.step(node, Tick(self.now))
+
+    def flush(self, node: int) -> bool:
+        """Complete the flush the core asked for, covering everything written so far."""
+        host = self.hosts[node]
+        disk = host.disk
+        host.running()
+        if not disk.flush_due:
+            return False
+        disk.flush_due = False
+        disk.flushed = len(disk.log)
+        self.step(node, LogFlushed(disk.flushed))
+        return True
+
+    def append(self, node: int, payloads: tuple[bytes, ...]) -> int:
+        """A client append; returns its request id (the reply comes in some later Ready)."""
+        self._next_request += 1
+        self.step(node, ClientAppend(self._next_request, payloads))
+        return self._next_request
+
+    # --- the network ----------------------------------------------------------------------------
+
+    def deliver(self, index: int) -> Delivery:
+        """Take message `index` off the wire and hand it to its destination's core."""
+        msg = self.in_flight.pop(index)
+        host = self.hosts[msg.dst]
+        if not host.up:
+            return Delivery.NODE_DOWN
+        response = RESPONSE_TO.get(type(msg.message))
+        if response is not None:
+            if msg.rid not in host.asked:
+                host.asked.add(msg.rid)
+                host.answering.setdefault((msg.src, response), deque()).append(msg.rid)
+        elif msg.rid in host.awaiting:
+            host.awaiting.discard(msg.rid)
+        else:
+            return Delivery.UNASKED
+        self.step(msg.dst, Receive(msg.src, msg.message))
+        return Delivery.DELIVERED
+
+    def drop(self, index: int) -> InFlight:
+        return self.in_flight.pop(index)
+
+    def duplicate(self, index: int) -> None:
+        self.in_flight.append(self.in_flight[index])
+
+    # --- carrying out a Ready -------------------------------------------------------------------
+
+    def _carry_out(self, host: Host) -> None:
+        core = host.running()
+        ready = core.ready()
+        if not ready:
+            return
+        disk = host.disk
+        if ready.quorum_state is not None:
+            disk.quorum_state = ready.quorum_state
+        if ready.truncate_to is not None:
+            del disk.log[ready.truncate_to :]
+            disk.flushed = min(disk.flushed, ready.truncate_to)
+        disk.log.extend(ready.entries)
+        if ready.flush:
+            disk.flush_due = True
+        for send in ready.messages:
+            if send.dst in self.hosts:
+                rid = self._correlate(host, send.dst, send.message)
+                self.in_flight.append(InFlight(host.node_id, send.dst, send.message, rid))
+        if self.on_ready is not None:
+            self.on_ready(host.node_id, ready)
+        core.advance(ready)
+
+    def _correlate(self, host: Host, dst: int, message: Message) -> int:
+        if type(message) in _RESPONSES:
+            waiting = host.answering.get((dst, type(message)))
+            return waiting.popleft() if waiting else 0
+        self._next_rid += 1
+        host.awaiting.add(self._next_rid)
+        return self._next_rid

@@ -1,0 +1,125 @@
+"""The layers import one way: each package imports nothing from the packages it must not know.
+
+    contracts    the shared contracts (backend, target, workload, history op, generators)
+    checkers     pure functions of a history             -> contracts
+    nemesis      faults on a schedule                    -> contracts
+    workloads    ops and the checker that judges them    -> contracts, checkers
+    harness      the runner, backends, targets, CLIs     -> everything above
+    reference_node  the system under test, which runs without the harness
+
+Every import is read from the source (ast), wherever it stands (top of the module, inside a
+function, under TYPE_CHECKING, relative) as well as `importlib.import_module("...")` and
+`__import__("...")` with a literal name, so a lazy import cannot hide an arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ("contracts", "checkers", "nemesis", "workloads", "harness", "reference_node")
+
+# package -> the top-level packages it must not import
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "contracts": frozenset({"harness", "nemesis", "workloads", "checkers", "reference_node",
+                            "testkit", "tests"}),
+    "checkers": frozenset({"harness", "nemesis", "workloads", "testkit", "tests"}),
+    "nemesis": frozenset({"harness", "workloads", "checkers", "testkit", "tests"}),
+    "workloads": frozenset({"harness", "nemesis", "testkit", "tests"}),
+    "harness": frozenset({"testkit", "tests"}),
+    "reference_node": frozenset({"harness", "nemesis", "workloads", "checkers", "contracts",
+                                 "testkit", "tests"}),
+}
+
+# moved whole into contracts/ (or under harness/backends/): no re-export shim may stay behind
+MOVED = ("harness.history", "harness.generator", "harness.ssh", "harness.backends.base",
+         "harness.targets.base")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(source: str, module: str, is_package: bool = False) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import in `source`, relative ones made absolute."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield node.lineno, base
+        elif isinstance(node, ast.Call) and _names_a_module(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield node.lineno, first.value
+
+
+def _names_a_module(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in ("__import__", "import_module")
+    return isinstance(func, ast.Attribute) and func.attr == "import_module"
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def violations(package: str) -> list[str]:
+    found = []
+    for path in modules(package):
+        module = module_name(path)
+        for line, imported in imports(path.read_text(), module, path.name == "__init__.py"):
+            top = imported.split(".")[0]
+            if top in FORBIDDEN[package]:
+                found.append(f"{path.relative_to(ROOT)}:{line}: {module} imports {imported}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_package_imports_nothing_from_the_layers_it_must_not_know(package: str) -> None:
+    assert modules(package), f"no modules found under {package}/"
+    assert violations(package) == []
+
+
+def test_every_shipped_package_has_a_rule() -> None:
+    assert set(SHIPPED) == set(FORBIDDEN)
+
+
+@pytest.mark.parametrize("module", MOVED)
+def test_a_moved_module_left_no_shim(module: str) -> None:
+    assert importlib.util.find_spec(module) is None
+
+
+def test_the_reader_sees_every_form_of_import() -> None:
+    source = """
+import harness.runner
+from harness import store
+from . import sibling
+from ..up import thing
+def lazy():
+    import checkers.perf
+    importlib.import_module("workloads.append")
+    __import__("nemesis.base")
+"""
+    found = [name for _, name in imports(source, "pkg.sub.mod")]
+    assert found == ["harness.runner", "harness", "pkg.sub", "pkg.up", "checkers.perf",
+                     "workloads.append", "nemesis.base"]
+
+
+def test_the_reader_finds_the_runners_arrows() -> None:
+    runner = ROOT / "harness" / "runner.py"
+    found = {name for _, name in imports(runner.read_text(), "harness.runner")}
+    assert {"contracts.workload", "nemesis.schedule", "checkers"} <= found
