@@ -550,6 +550,10 @@ def _tick_candidate(core: RaftCore) -> None:
 def _tick_leader(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Leader)
+    if len(state.fetched_since_check) >= core.voters.majority:
+        # The leader is a majority by itself (a one-voter set): it has its quorum with no Fetch.
+        # With more voters the set is emptied the moment it reaches a majority, so never here.
+        state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     if core.now >= state.check_quorum_deadline and not core.config.has(Unsafe.NO_CHECK_QUORUM):
         core.resign()
         return
