@@ -28,6 +28,7 @@ from checkers.faults import windows
 from checkers.history import Op
 from checkers.node_data import NodeData, NodeDataError
 from checkers.node_data import read as read_nodes
+from contracts.results import TEST, node_dirs
 
 MS_PER_NS = 1e-6
 
@@ -165,14 +166,14 @@ def _unix_ms(stamp: Any) -> float | None:
 
 def read(run_dir: Path, history: list[Op]) -> Leadership:
     """The leadership of a stored run: `nodes/*/events.jsonl` and `test.json` of `run_dir`."""
-    nodes_dir = Path(run_dir) / "nodes"
-    if not nodes_dir.is_dir():
+    dirs = node_dirs(run_dir)
+    if not dirs:
         return Leadership((), (), (), "none", "no node data in this run")
     try:
-        nodes = read_nodes({p.name: p for p in nodes_dir.iterdir() if p.is_dir()})
+        nodes = read_nodes(dirs)
     except (NodeDataError, OSError) as exc:
         return Leadership((), (), (), "none", f"node data unreadable: {exc}")
-    return from_nodes(nodes, history, read_test(Path(run_dir) / "test.json"))
+    return from_nodes(nodes, history, read_test(Path(run_dir) / TEST))
 
 
 def from_nodes(nodes: list[NodeData], history: list[Op], test: Mapping[str, Any]) -> Leadership:

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from contracts.backend import Backend, ClusterSpec
 from contracts.generator import Stagger, TimeLimit
 from contracts.history import History, Op
-from contracts.results import node_dirs
+from contracts.results import HISTORY, NODES, RESULTS, TEST, node_dirs
 from contracts.target import DB, Client, HasLeader, Target
 from contracts.workload import Workload
 from harness import store
@@ -80,8 +80,8 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
     run_dir = store.create_run_dir(Path(config.results_dir), config.test_name, start)
     test = {**config.to_json(), "start_time": start.isoformat(), "backend": backend.name,
             "versions": versions(), "run_dir": str(run_dir)}
-    store.write_json(run_dir / "test.json", test)
-    history = History(run_dir / "history.jsonl")
+    store.write_json(run_dir / TEST, test)
+    history = History(run_dir / HISTORY)
     error: str | None = None
 
     def log(message: str) -> None:
@@ -103,7 +103,7 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
         results: dict[str, Any] = {"valid": "unknown", "error": error, "checkers": {}}
     else:
         results = workload.checker(ops, test, node_dirs(run_dir))
-    store.write_json(run_dir / "results.json", results)
+    store.write_json(run_dir / RESULTS, results)
     _plots(ops, run_dir, results, log)
     summary = render(results, ops, run_dir)
     code = EXIT_FAILED if error is not None else EXIT.get(results.get("valid"), 2)
@@ -154,7 +154,7 @@ def _teardown_db(db: DB, backend: Backend, nodes: list[str], run_dir: Path,
         log("db teardown failed:\n" + traceback.format_exc())
     for node in nodes:
         try:
-            db.collect(backend, node, run_dir / "nodes" / node)
+            db.collect(backend, node, run_dir / NODES / node)
         except Exception:
             log(f"collect {node} failed:\n" + traceback.format_exc())
 

@@ -31,10 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from contracts.results import HISTORY, RESULTS, TEST, node_dirs
+
 HOST = "127.0.0.1"
 VERDICTS = ("valid", "invalid", "unknown", "incomplete")
 VERDICT_OF = {True: "valid", False: "invalid", "unknown": "unknown"}
-RUN_FILES = ("timeline.html", "results.json", "history.jsonl", "test.json", "harness.log", "backend.log")
+RUN_FILES = ("timeline.html", RESULTS, HISTORY, TEST, "harness.log", "backend.log")
 NODE_FILES = ("node.log", "events.jsonl", "final.json", "log.jsonl")
 PLOT_ORDER = ("leaders.png", "latency-raw.png", "latency-quantiles.png", "rate.png")
 TEXT_SUFFIXES = (".jsonl", ".log", ".properties", ".txt", ".csv", ".checkpoint")
@@ -83,7 +85,7 @@ def _run_dirs(root: Path) -> Iterator[Path]:
     as the Spark pipeline's discovery does."""
     for test in _subdirs(root):
         for run in _subdirs(test):
-            if (run / "test.json").is_file() or (run / "history.jsonl").is_file():
+            if (run / TEST).is_file() or (run / HISTORY).is_file():
                 yield run
 
 
@@ -97,10 +99,10 @@ def _subdirs(folder: Path) -> list[Path]:
 
 
 def summarize(root: Path, run: Path) -> RunSummary:
-    test, results = _json(run / "test.json"), _json(run / "results.json")
+    test, results = _json(run / TEST), _json(run / RESULTS)
     verdict = VERDICT_OF.get(results.get("valid"), "unknown") if results else "incomplete"
     nemeses = test.get("nemesis") or []
-    duration = _last_time_s(run / "history.jsonl")
+    duration = _last_time_s(run / HISTORY)
     if duration is None and isinstance(test.get("time_limit"), int | float):
         duration = float(test["time_limit"])
     return RunSummary(
@@ -232,7 +234,7 @@ def _index_row(run: RunSummary) -> str:
 
 def run_page(root: Path, run: Path) -> str:
     summary = summarize(root, run)
-    test, results = _json(run / "test.json"), _json(run / "results.json")
+    test, results = _json(run / TEST), _json(run / RESULTS)
     files = [_link(name, name) for name in RUN_FILES if (run / name).is_file()]
     return _page(f"{summary.test_name} {summary.started}", "".join([
         f"<nav>{_link('/', '← all runs')}</nav>",
@@ -282,7 +284,7 @@ def _plots(run: Path) -> str:
 
 
 def _nodes(run: Path) -> str:
-    nodes = [p for p in sorted((run / "nodes").glob("*")) if p.is_dir()]
+    nodes = list(node_dirs(run).values())
     if not nodes:
         return ""
     rows = "".join(
@@ -343,7 +345,7 @@ class Handler(BaseHTTPRequestHandler):
         if folder == root:
             verdict = next(iter(query.get("verdict", [])), None)
             return index_page(root, verdict if verdict in VERDICTS else None)
-        if (folder / "test.json").is_file() or (folder / "history.jsonl").is_file():
+        if (folder / TEST).is_file() or (folder / HISTORY).is_file():
             return run_page(root, folder)
         return listing_page(root, folder)
 

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from contracts.results import NODES
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
@@ -25,7 +27,7 @@ def create_run_dir(results_dir: Path, test_name: str, start: dt.datetime) -> Pat
     stamp = start.strftime("%Y%m%dT%H%M%S.%f")
     run_dir = results_dir / test_name / stamp
     run_dir.mkdir(parents=True, exist_ok=False)
-    (run_dir / "nodes").mkdir()
+    (run_dir / NODES).mkdir()
     point_latest(results_dir, run_dir)
     return run_dir
 

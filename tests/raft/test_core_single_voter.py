@@ -21,10 +21,11 @@ def test_a_single_voter_leader_keeps_its_epoch_for_a_minute() -> None:
     epoch = core.epoch
     assert epoch == 1
     states = []
-    for now in range(now, now + 60_000, 50):
-        ready = tick(core, now)
+    elected = now
+    for at in range(elected, elected + 60_000, 50):
+        ready = tick(core, at)
         states += [e for e in ready.events if e["type"] == "state"]
-        assert core.is_leader and core.epoch == epoch, f"resigned at {now} ms: {states}"
+        assert core.is_leader and core.epoch == epoch, f"resigned at {at} ms: {states}"
     assert states == []
 
 
