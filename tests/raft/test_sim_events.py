@@ -57,8 +57,8 @@ def test_events_of_one_millisecond_run_in_push_order() -> None:
     queue.push(3, ClientNext(1))
     queue.push(5, FaultStart())  # never compared with the ClientNext: the sequence number decides
     queue.push(5, ClientNext(0))
-    order = [heapq.heappop(queue.heap)[2] for _ in range(4)]
-    assert order == [ClientNext(1), ClientNext(2), FaultStart(), ClientNext(0)]
+    order = [heapq.heappop(queue.heap)[2].trace_line(0) for _ in range(4)]
+    assert order == ["0 client-next 1", "0 client-next 2", "0 nemesis start", "0 client-next 0"]
 
 
 def test_a_fault_is_equal_only_to_itself() -> None:

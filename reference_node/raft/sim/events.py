@@ -9,21 +9,25 @@ that once the node crashes or restarts the event finds a newer incarnation and i
 
 Each event formats its own line of the trace, `<ms> <kind> <fields>`; a seed's trace is compared
 byte for byte across runs and across refactors, so these formats are part of the contract.
+
+The events are typed named tuples rather than frozen dataclasses: as immutable, but one is built for
+nearly every event handled, and a frozen dataclass's `__init__` (a `object.__setattr__` per field)
+costs the simulator about 7% of its throughput, a named tuple about 2%. Events are never compared
+(the sequence number settles every tie in the heap), so tuple equality does not matter.
 """
 
 from __future__ import annotations
 
 import enum
 import heapq
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from reference_node.raft.api import AppendReply, ReadReply
 from reference_node.raft.messages import Message
 from reference_node.raft.sim.faults import ActiveFault
 
 
-@dataclass(frozen=True, slots=True)
-class Deliver:
+class Deliver(NamedTuple):
     """Message `msg` from `src` reaches incarnation `inc` of `dst`; `rid` is its correlation id."""
 
     dst: int
@@ -36,8 +40,7 @@ class Deliver:
         return f"{at_ms} deliver {self.src}->{self.dst} {self.msg!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class TickDue:
+class TickDue(NamedTuple):
     """The core of `node` asked for a Tick now (stale if a newer deadline replaced this one)."""
 
     node: int
@@ -47,8 +50,7 @@ class TickDue:
         return f"{at_ms} tick {self.node}"
 
 
-@dataclass(frozen=True, slots=True)
-class Flushed:
+class Flushed(NamedTuple):
     """The flush `node` started has reached the disk."""
 
     node: int
@@ -58,8 +60,7 @@ class Flushed:
         return f"{at_ms} flushed {self.node} {self.inc}"
 
 
-@dataclass(frozen=True, slots=True)
-class ClientNext:
+class ClientNext(NamedTuple):
     """`client` invokes its next operation."""
 
     client: int
@@ -68,8 +69,7 @@ class ClientNext:
         return f"{at_ms} client-next {self.client}"
 
 
-@dataclass(frozen=True, slots=True)
-class ClientRequest:
+class ClientRequest(NamedTuple):
     """The current operation of `client` reaches `node`."""
 
     node: int
@@ -80,8 +80,7 @@ class ClientRequest:
         return f"{at_ms} client-request {self.node} {self.inc} {self.client}"
 
 
-@dataclass(frozen=True, slots=True)
-class ClientReplyDue:
+class ClientReplyDue(NamedTuple):
     """`node`'s reply reaches `client` (ignored unless it answers the client's current op)."""
 
     client: int
@@ -92,8 +91,7 @@ class ClientReplyDue:
         return f"{at_ms} client-reply {self.client} {self.reply} {self.node}"
 
 
-@dataclass(frozen=True, slots=True)
-class ClientTimeout:
+class ClientTimeout(NamedTuple):
     """`client` gives up on operation `request_id` if it is still waiting for it."""
 
     client: int
@@ -103,16 +101,14 @@ class ClientTimeout:
         return f"{at_ms} client-timeout {self.client} {self.request_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class FaultStart:
+class FaultStart(NamedTuple):
     """The nemesis starts its next fault (before the heal time only)."""
 
     def trace_line(self, at_ms: int) -> str:
         return f"{at_ms} nemesis start"
 
 
-@dataclass(frozen=True, slots=True)
-class FaultStop:
+class FaultStop(NamedTuple):
     """The nemesis stops `fault`, if it is still the active one."""
 
     fault: ActiveFault
@@ -121,16 +117,14 @@ class FaultStop:
         return f"{at_ms} nemesis stop {self.fault!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class Heal:
+class Heal(NamedTuple):
     """Every fault stops for good and every stopped node restarts: the liveness window opens."""
 
     def trace_line(self, at_ms: int) -> str:
         return f"{at_ms} nemesis heal"
 
 
-@dataclass(frozen=True, slots=True)
-class VoteCrash:
+class VoteCrash(NamedTuple):
     """Under `fault` (crash-after-vote), `node` just granted a vote: it dies before anything else
     reaches it."""
 
@@ -142,8 +136,7 @@ class VoteCrash:
         return f"{at_ms} nemesis vote-crash ({self.fault!r}, {self.node}, {self.inc})"
 
 
-@dataclass(frozen=True, slots=True)
-class VoterRestart:
+class VoterRestart(NamedTuple):
     """Under `fault` (crash-after-vote), the crashed `node` comes back."""
 
     fault: ActiveFault
