@@ -13,13 +13,11 @@ and `final.json` (docs/contracts.md) from the copy, so that checkers never read 
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import signal
 import socket
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from contracts.backend import Backend, BackendError
 from contracts.target import DB, Client, Target
 from harness.targets.reference_client import ReferenceClient, leader_of
 from reference_node.properties import render
+from reference_node.storage.meta import random_uuid
 
 CONFIG = "server.properties"
 DATA = "data"
@@ -68,7 +67,8 @@ def properties(backend: Backend, nodes: list[str], node: str,
 class ReferenceDB(DB):
     def __init__(self) -> None:
         self.nodes: list[str] = []
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # Kafka's Uuid form, never starting with '-' (kafka-storage would read it as a flag)
+        self.cluster_id = random_uuid()
 
     def _path(self, backend: Backend, node: str, name: str) -> str:
         return f"{backend.node_dir(node)}/{name}"
@@ -80,8 +80,8 @@ class ReferenceDB(DB):
             config = properties(backend, nodes, node, node_config)
             backend.write_file(node, self._path(backend, node, CONFIG), config.encode())
             backend.exec(node, ["kraft", "node", "format", "--config",
-                                self._path(backend, node, CONFIG), "--cluster-id",
-                                self.cluster_id, "--ignore-formatted"])
+                                self._path(backend, node, CONFIG),
+                                f"--cluster-id={self.cluster_id}", "--ignore-formatted"])
         # formatting is a process start per node: in parallel, it costs one
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             list(pool.map(prepare, nodes))

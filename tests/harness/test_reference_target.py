@@ -97,3 +97,12 @@ def test_a_killed_leader_gives_fail_then_the_client_finds_the_new_one(
     lines = (tmp_path / leader / "log.jsonl").read_text().splitlines()
     assert any(json.loads(line)["value"] == 1001 for line in lines)
     assert (tmp_path / leader / "events.jsonl").exists()
+
+
+def test_cluster_ids_never_read_as_a_flag() -> None:
+    # A base64url Uuid may start with '-', which `kraft node format --cluster-id X` would take for
+    # an option (a docker run failed so, once in 64 runs): ids are drawn as Kafka's Uuid.randomUuid.
+    from harness.targets.reference import ReferenceDB
+
+    ids = {ReferenceDB().cluster_id for _ in range(2000)}
+    assert len(ids) == 2000 and not any(i.startswith("-") for i in ids)
