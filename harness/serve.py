@@ -23,7 +23,6 @@ import json
 import mimetypes
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from contracts.results import HISTORY, RESULTS, TEST, node_dirs
+from harness.pipeline.discover import discover
 
 HOST = "127.0.0.1"
 VERDICTS = ("valid", "invalid", "unknown", "incomplete")
@@ -75,27 +75,11 @@ class RunSummary:
 
 
 def runs(root: Path) -> list[RunSummary]:
-    """Every run of a results directory, newest first."""
-    found = [summarize(root, run) for run in _run_dirs(root)]
+    """Every run of a results directory, newest first: the runs the Spark pipeline finds
+    (`latest`, links and `_`/`.` names skipped) that hold a test.json or a history."""
+    found = [summarize(root, run) for run in map(Path, (ref.path for ref in discover(root)))
+             if (run / TEST).is_file() or (run / HISTORY).is_file()]
     return sorted(found, key=lambda r: (r.path.rsplit("/", 1)[-1], r.path), reverse=True)
-
-
-def _run_dirs(root: Path) -> Iterator[Path]:
-    """`<test>/<stamp>/` folders that hold a run; `latest`, links and `_`/`.` names are skipped,
-    as the Spark pipeline's discovery does."""
-    for test in _subdirs(root):
-        for run in _subdirs(test):
-            if (run / TEST).is_file() or (run / HISTORY).is_file():
-                yield run
-
-
-def _subdirs(folder: Path) -> list[Path]:
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError:
-        return []
-    return [e for e in entries
-            if e.is_dir() and not e.is_symlink() and e.name[0] not in "._" and e.name != "latest"]
 
 
 def summarize(root: Path, run: Path) -> RunSummary:
