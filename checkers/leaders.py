@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from checkers.faults import windows
 from checkers.history import Op
 from checkers.node_data import NodeData, NodeDataError
 from checkers.node_data import read as read_nodes
-from contracts.results import TEST, node_dirs
+from contracts.results import TEST, node_dirs, read_object
 
 MS_PER_NS = 1e-6
 
@@ -173,7 +172,7 @@ def read(run_dir: Path, history: list[Op]) -> Leadership:
         nodes = read_nodes(dirs)
     except (NodeDataError, OSError) as exc:
         return Leadership((), (), (), "none", f"node data unreadable: {exc}")
-    return from_nodes(nodes, history, read_test(Path(run_dir) / TEST))
+    return from_nodes(nodes, history, read_object(Path(run_dir) / TEST))
 
 
 def from_nodes(nodes: list[NodeData], history: list[Op], test: Mapping[str, Any]) -> Leadership:
@@ -353,15 +352,6 @@ def _legend(bands: list[Band]) -> list[Any]:
 
 def _history_end(history: list[Op]) -> float:
     return max((float(op["time"]) for op in history), default=0.0) * MS_PER_NS
-
-
-def read_test(path: Path) -> dict[str, Any]:
-    """test.json as a dict; {} when it is missing or unreadable (a view shows what it can)."""
-    try:
-        test = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return test if isinstance(test, dict) else {}
 
 
 def _int(value: Any) -> int | None:

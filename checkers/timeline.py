@@ -30,7 +30,7 @@ from typing import Any
 from checkers import leaders
 from checkers.history import NEMESIS, Op, Pair, pairs
 from checkers.timeline_script import SCRIPT, STYLE
-from contracts.results import TEST
+from contracts.results import TEST, read_object
 
 MAX_OPS = 200_000
 LINKS_PER_KIND = 20
@@ -60,7 +60,7 @@ def write(history: list[Op], path: Path, anomalies: dict[str, Any] | None = None
     docs/architecture.md), so `run_dir` defaults to the page's folder, whose test.json and
     nodes/ give the title and the node lanes."""
     folder = Path(run_dir) if run_dir is not None else Path(path).parent
-    test = leaders.read_test(folder / TEST)
+    test = read_object(folder / TEST)
     title = " ".join(str(test[k]) for k in ("name", "start_time") if test.get(k)) or "timeline"
     Path(path).write_text(page(history, anomalies, leaders.read(folder, history), title),
                           encoding="utf-8")

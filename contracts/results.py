@@ -11,7 +11,9 @@ and `nodes/<node>/` holds what the target collected from that node (docs/contrac
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 TEST = "test.json"
 HISTORY = "history.jsonl"
@@ -29,3 +31,13 @@ def node_dirs(run_dir: Path | str) -> dict[str, Path]:
     if not nodes.is_dir():
         return {}
     return {child.name: child for child in sorted(nodes.iterdir()) if child.is_dir()}
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """A stored JSON object (test.json, results.json) for a view that shows what it can: {} when
+    the file is missing, unreadable or not an object. (`kraft check` reads test.json strictly.)"""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from contracts.results import HISTORY, RESULTS, TEST, node_dirs
+from contracts.results import HISTORY, RESULTS, TEST, node_dirs, read_object
 from harness.pipeline.discover import discover
 
 HOST = "127.0.0.1"
@@ -83,7 +83,7 @@ def runs(root: Path) -> list[RunSummary]:
 
 
 def summarize(root: Path, run: Path) -> RunSummary:
-    test, results = _json(run / TEST), _json(run / RESULTS)
+    test, results = read_object(run / TEST), read_object(run / RESULTS)
     verdict = VERDICT_OF.get(results.get("valid"), "unknown") if results else "incomplete"
     nemeses = test.get("nemesis") or []
     duration = _last_time_s(run / HISTORY)
@@ -95,14 +95,6 @@ def summarize(root: Path, run: Path) -> RunSummary:
         nemeses=tuple(map(str, nemeses if isinstance(nemeses, list) else [nemeses])),
         verdict=verdict, anomalies=tuple(map(str, results.get("anomaly_types") or ())),
         duration_s=duration)
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _last_time_s(history: Path) -> float | None:
@@ -218,7 +210,7 @@ def _index_row(run: RunSummary) -> str:
 
 def run_page(root: Path, run: Path) -> str:
     summary = summarize(root, run)
-    test, results = _json(run / TEST), _json(run / RESULTS)
+    test, results = read_object(run / TEST), read_object(run / RESULTS)
     files = [_link(name, name) for name in RUN_FILES if (run / name).is_file()]
     return _page(f"{summary.test_name} {summary.started}", "".join([
         f"<nav>{_link('/', '← all runs')}</nav>",
