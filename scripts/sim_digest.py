@@ -15,7 +15,7 @@ import argparse
 import hashlib
 import sys
 
-from reference_node.raft.config import UNSAFE_SWITCHES, parse_unsafe
+from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.simulation import SimConfig, run_seed
 
 
@@ -25,9 +25,9 @@ def cases(seeds: int, per_switch: int) -> list[tuple[str, SimConfig, range]]:
         ("no-prevote", SimConfig(trace=True, pre_vote=False), range(per_switch)),
         ("3-voters", SimConfig(voters=3, observers=0, trace=True), range(per_switch)),
     ]
-    for name in UNSAFE_SWITCHES:
-        config = SimConfig(trace=True, unsafe=parse_unsafe(name))
-        out.append((f"unsafe={name}", config, range(per_switch)))
+    for switch in Unsafe:
+        config = SimConfig(trace=True, unsafe=frozenset({switch}))
+        out.append((f"unsafe={switch.value}", config, range(per_switch)))
     return out
 
 

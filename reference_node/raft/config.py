@@ -70,13 +70,6 @@ class Unsafe(enum.Enum):
         return cls.of([part.strip() for part in text.split(",") if part.strip()])
 
 
-UNSAFE_SWITCHES: dict[str, str] = {switch.value: switch.description for switch in Unsafe}
-"""Each switch's name and description, in `Unsafe`'s order (for help texts and scripts)."""
-
-parse_unsafe = Unsafe.parse
-"""The name scripts know `Unsafe.parse` by."""
-
-
 @dataclass(frozen=True, slots=True)
 class RaftConfig:
     """Kafka's `controller.quorum.*` settings (milliseconds) plus our switches.
