@@ -10,7 +10,7 @@ keeping the quorum state it was told to persist) or restarts (a new core built f
 
 Like the server's RPC layer, a host hands its core at most one response per request it sent
 (messages travel with a correlation id); a request delivered twice is answered twice, but the
-second answer is dropped on arrival. Unlike the simulator there is no event queue, no random
+second answer is dropped on arrival. That bookkeeping is the simulator's own (`sim.rpc.Rpc`). Unlike the simulator there is no event queue, no random
 latency and no fault schedule: the order is the test's (a Hypothesis state machine, or a scenario
 file). Every carried-out `Ready` is handed to `on_ready` so that the test can print or check it.
 (`testkit/cluster.py` is the other kind of cluster: reference node processes on loopback.)
@@ -19,9 +19,9 @@ file). Every carried-out `Ready` is handed to `on_ready` so that the test can pr
 from __future__ import annotations
 
 import enum
+import itertools
 import random
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from reference_node.raft.api import (
@@ -35,10 +35,10 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
-from reference_node.raft.messages import RESPONSE_TO, Entry, Message
+from reference_node.raft.messages import Entry, Message
+from reference_node.raft.sim.rpc import Rpc
 
 CLUSTER_ID = "test-cluster"
-_RESPONSES = frozenset(RESPONSE_TO.values())
 
 ReadyObserver = Callable[[int, Ready], None]
 """Called with (node id, Ready) after the host carried the Ready out, before `advance`."""
@@ -79,12 +79,8 @@ class Host:
     disk: Disk = field(default_factory=Disk)
     core: RaftCore | None = None
     incarnation: int = 0
-    awaiting: set[int] = field(default_factory=set)
-    """Correlation ids of the requests this incarnation sent that no response answered yet."""
-    asked: set[int] = field(default_factory=set)
-    """Correlation ids of the requests delivered to this incarnation."""
-    answering: dict[tuple[int, type], deque[int]] = field(default_factory=dict)
-    """Per (requester, response type): the delivered requests not answered yet, oldest first."""
+    rpc: Rpc | None = None
+    """This incarnation's correlation state (a restart starts a new one)."""
 
     @property
     def up(self) -> bool:
@@ -124,7 +120,8 @@ class Cluster:
         self.now = 0
         self.hosts = {n: Host(n) for n in (*self.voters, *self.observers)}
         self.in_flight: list[InFlight] = []
-        self._next_rid = 0
+        self._request_ids: Iterator[int] = itertools.count(1)
+        """Correlation ids, shared by every node so that none is reused."""
         self._next_request = 0
         stay_down = set(down)
         for node in self.hosts:
@@ -142,7 +139,7 @@ class Cluster:
         if host.up:
             raise ValueError(f"node {node} is already running")
         host.incarnation += 1
-        host.awaiting, host.asked, host.answering = set(), set(), {}
+        host.rpc = Rpc(self._request_ids)
         # A string seed is hashed the same way on every run, so each incarnation replays.
         rng = random.Random(f"{self.seed}/{node}/{host.incarnation}")
         host.core = RaftCore(
@@ -197,14 +194,8 @@ class Cluster:
         host = self.hosts[msg.dst]
         if not host.up:
             return Delivery.NODE_DOWN
-        response = RESPONSE_TO.get(type(msg.message))
-        if response is not None:
-            if msg.rid not in host.asked:
-                host.asked.add(msg.rid)
-                host.answering.setdefault((msg.src, response), deque()).append(msg.rid)
-        elif msg.rid in host.awaiting:
-            host.awaiting.discard(msg.rid)
-        else:
+        assert host.rpc is not None
+        if not host.rpc.admit(msg.src, msg.message, msg.rid):
             return Delivery.UNASKED
         self.step(msg.dst, Receive(msg.src, msg.message))
         return Delivery.DELIVERED
@@ -233,16 +224,9 @@ class Cluster:
             disk.flush_due = True
         for send in ready.messages:
             if send.dst in self.hosts:
-                rid = self._correlate(host, send.dst, send.message)
+                assert host.rpc is not None
+                rid = host.rpc.correlate(send.dst, send.message)
                 self.in_flight.append(InFlight(host.node_id, send.dst, send.message, rid))
         if self.on_ready is not None:
             self.on_ready(host.node_id, ready)
         core.advance(ready)
-
-    def _correlate(self, host: Host, dst: int, message: Message) -> int:
-        if type(message) in _RESPONSES:
-            waiting = host.answering.get((dst, type(message)))
-            return waiting.popleft() if waiting else 0
-        self._next_rid += 1
-        host.awaiting.add(self._next_rid)
-        return self._next_rid
