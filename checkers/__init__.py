@@ -14,6 +14,8 @@ checker that raises is unknown, never a pass.
   `models`, with a budget of states explored that answers unknown instead of hanging.
 - Any workload with node data: `raft_invariants` (one leader per epoch, monotonic epochs and high
   watermarks, agreeing committed prefixes, acknowledged appends committed).
+- Every history: `completeness`, so that VALID means something was checked (not an empty history,
+  a run where nothing succeeded, a log without final reads, or a run that did not finish).
 
 Nothing here writes files except `perf.render` and `cli` (`kraft check`); everything else is pure,
 so the same code runs at the end of `kraft test`, in `kraft check` and on Spark. A verdict depends

@@ -72,6 +72,8 @@ class AppendHistory:
     # (value, first offset, its position, other offset, its position)
     duplicates: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     unsupported: int = 0  # client ops with an f other than append/read
+    # positions of the client invokes the history ends before completing (`history.open_invokes`)
+    open_invokes: list[int] = field(default_factory=list)
     outline: Outline = field(default_factory=Outline)  # completions and nemesis ops, for the stats
 
     def index(self, position: int) -> int:
@@ -127,10 +129,33 @@ def parse(history: list[Op]) -> AppendHistory:
                     observer.read(read)
         else:
             parsed.unsupported += 1
+    _open_invokes(parsed, sorted(pending.values()))
     _mark_final(parsed, last_nemesis)
     if not observer.optimistic:
         _observe(parsed)
     return parsed
+
+
+def _open_invokes(parsed: AppendHistory, positions: list[int]) -> None:
+    """Invokes the history ends before completing: an append among them may have taken effect at
+    any time after its invoke, so it is indeterminate, as if it had completed `info` (a read that
+    shows its value is no phantom); a read that never completed observed nothing."""
+    parsed.open_invokes = positions
+    for position in positions:
+        invoke = parsed.history[position]
+        if invoke["f"] != "append":
+            continue
+        argument = invoke.get("value")
+        value = argument.get("value") if type(argument) is dict else None
+        if type(value) is not int:
+            raise InputError(f"op {position}: an append invoke needs an integer value.value")
+        if value in parsed.appends:
+            raise InputError(f"op {position}: value {value} is appended twice (values must be "
+                             "unique)")
+        append = Append(value, position, position, "info", None, invoke["process"],
+                        invoke.get("node"))
+        parsed.appends[value] = parsed.at[position] = append
+        parsed.unacknowledged.append(append)
 
 
 def _append(parsed: AppendHistory, invoke: Op, done: Op, started: int, position: int) -> Append:

@@ -1,8 +1,9 @@
 """`kraft check PATH`: re-run the checkers on a stored run directory or a history.jsonl.
 
 Writes results.json next to the history, prints the summary, and exits 0 valid, 1 invalid,
-2 unknown, 64 for bad usage or a history it cannot read (with the line and what is wrong). Given a
-run directory it also rewrites the plots and the timeline.
+2 unknown, 64 for bad usage or a history it cannot read (with the file, the line and what is
+wrong). A run that did not finish (test.json's `outcome`) stays unknown however its partial
+history looks. Given a run directory it also rewrites the plots and the timeline.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from checkers import compose, linearizable, summary
 from checkers.history import HistoryError
 from checkers.history import load as load_history
-from contracts.results import HISTORY, RESULTS, TEST, node_dirs
+from contracts.results import HISTORY, RESULTS, node_dirs
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 64
 
@@ -42,7 +43,11 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     try:
         history = load_history(history_path)
-        test = compose.read_test(history_path.parent / TEST)
+        test = compose.read_run_test(history_path.parent)
+    except UnicodeDecodeError as exc:
+        print(f"kraft check: {history_path}: not a history: not UTF-8 text (byte "
+              f"0x{exc.object[exc.start]:02x} at position {exc.start})", file=sys.stderr)
+        return EXIT_USAGE
     except (HistoryError, ValueError) as exc:
         print(f"kraft check: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -53,11 +58,16 @@ def main(argv: list[str]) -> int:
 
     nodes = node_dirs(run_dir) if run_dir is not None else None
     results = compose.check(history, test, nodes)
-    (history_path.parent / RESULTS).write_text(json.dumps(results, indent=2, default=str) + "\n")
-    if run_dir is not None and not args.no_plots:
-        import checkers.perf as perf  # matplotlib is slow to import; only a run dir needs it
+    try:
+        (history_path.parent / RESULTS).write_text(json.dumps(results, indent=2, default=str)
+                                                   + "\n")
+        if run_dir is not None and not args.no_plots:
+            import checkers.perf as perf  # matplotlib is slow to import; only a run dir needs it
 
-        perf.render(history, run_dir, results.get("anomalies"))
+            perf.render(history, run_dir, results.get("anomalies"))
+    except OSError as exc:  # a full disk, a read-only copy: the verdict still stands
+        print(f"kraft check: cannot write into {history_path.parent}: {exc.strerror or exc}",
+              file=sys.stderr)
     print(summary.render(results, history))
     return {True: EXIT_VALID, False: EXIT_INVALID}.get(results["valid"], EXIT_UNKNOWN)
 

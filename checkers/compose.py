@@ -5,8 +5,10 @@ history, which carries only its model's name (test.json's `workload`), is judged
 `MODELS`, the models the checkers know (`kraft check --model`).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
-a pass. The verdict is the worst of the checkers' (false, then unknown, then true); anomalies are
-merged by kind. The results are a function of the history, the test and the node data alone: no
+a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
+op, a final read of a log, a run that finished: test.json's `outcome`). The verdict is the worst
+of the checkers' (false, then unknown, then true), and an unknown one says why (`reason`);
+anomalies are merged by kind. The results are a function of the history, the test and the node data alone: no
 timings, no clock (the register search is budgeted in states), so a re-check of a stored run
 writes the same results.json.
 """
@@ -24,6 +26,7 @@ from typing import Any
 from checkers import (
     append_history,
     availability,
+    completeness,
     cyclic_gc,
     linearizable,
     log_anomalies,
@@ -31,11 +34,11 @@ from checkers import (
     raft_invariants,
 )
 from checkers import node_data as node_data_module
-from checkers.history import Op, Outline
+from checkers.history import Op, Outline, open_invokes
 from checkers.history import load as load_history
 from checkers.history import outline as outline_of
 from checkers.result import UNKNOWN, merge_anomalies, merge_valid
-from contracts.results import HISTORY, TEST, node_dirs
+from contracts.results import HISTORY, RESULTS, TEST, node_dirs, read_object
 from contracts.workload import Checker
 
 
@@ -139,18 +142,32 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
     anomalies = merge_anomalies(list(results.values()))
     # The append parse walked the history already; for other workloads it is walked here, once.
     outline = parsed.outline if parsed is not None else outline_of(history)
+    verdicts.run("completeness", lambda: completeness.check(
+        history, test, outline, parsed,
+        parsed.open_invokes if parsed is not None else open_invokes(history)))
     stats: dict[str, Any] = {"ops": _op_counts(outline)}
     try:
         stats["availability"] = availability.figures(history, outline)
     except Exception as exc:  # the figures are informative; they never decide the verdict
         stats["availability"] = {"error": repr(exc)}
-    return {
-        "valid": merge_valid([r.get("valid", UNKNOWN) for r in results.values()]),
+    valid = merge_valid([r.get("valid", UNKNOWN) for r in results.values()])
+    checked: dict[str, Any] = {
+        "valid": valid,
         "checkers": results,
         "anomaly_types": sorted(anomalies),
         "anomalies": anomalies,
         "stats": stats,
     }
+    if valid == UNKNOWN:
+        # the completeness checker's reasons speak for themselves; another's needs its name
+        checked["reason"] = "; ".join(
+            str(result.get("error")) if name == "completeness"
+            else f"{name}: {result.get('error') or 'undecided'}"
+            for name, result in results.items()
+            if result.get("valid") is not True and result.get("valid") is not False)
+    if test.get("outcome") not in (None, completeness.COMPLETE):
+        checked["error"] = str(test.get("error") or test.get("outcome"))
+    return checked
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
@@ -158,16 +175,33 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     history and ValueError on a bad test.json."""
     run_dir = Path(run_dir)
     history = load_history(run_dir / HISTORY)
-    return check(history, read_test(run_dir / TEST), node_dirs(run_dir))
+    return check(history, read_run_test(run_dir), node_dirs(run_dir))
+
+
+def read_run_test(run_dir: Path) -> dict[str, Any]:
+    """A stored run's test.json, with how the run ended (`outcome`, `error`). A run stored before
+    test.json recorded it says so in results.json's `error` alone; that is carried over, so that a
+    re-check of an interrupted or failed run never passes it for a complete one."""
+    test = read_test(Path(run_dir) / TEST)
+    if "outcome" not in test:
+        error = read_object(Path(run_dir) / RESULTS).get("error")
+        if isinstance(error, str) and error:
+            test["outcome"] = "interrupted" if error == "interrupted" else "failed"
+            test["error"] = error
+    return test
 
 
 def read_test(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        test = json.loads(path.read_text())
+        test = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: bad JSON: {exc.msg} (line {exc.lineno})") from exc
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
     if not isinstance(test, dict):
         raise ValueError(f"{path}: must hold a JSON object")
     return test

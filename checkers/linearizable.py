@@ -3,7 +3,9 @@
 The history is split by key (P-compositionality: linearizability is local, so the history is
 linearizable iff every key's sub-history is) and each part is searched with Wing-Gong-Lowe, the
 parts in order of key, under one shared budget of states explored (`wgl`). Failed operations had
-no effect and observed nothing, so they are dropped; so are reads whose outcome is unknown. A part
+no effect and observed nothing, so they are dropped; so are reads whose outcome is unknown. A write
+or cas whose outcome is unknown (`info`, or never completed) may take effect at any time after
+its invoke. A part
 that the budget cannot decide makes the verdict "unknown", unless another part is proved
 non-linearizable; the result says how many states were explored, and of how many allowed.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.append_history import InputError
-from checkers.history import Op, pairs
+from checkers.history import Op, open_invokes, pairs
 from checkers.models import Call, Model, Register
 from checkers.result import UNKNOWN, Anomalies
 from checkers.wgl import Operation, Outcome, search
@@ -82,6 +84,13 @@ def split_by_key(history: list[Op]) -> dict[Any, list[Operation]]:
         call = _call(invoke, done)
         position_done = None if done["type"] == "info" else int(done["index"])
         parts.setdefault(call.key, []).append(Operation(call, int(invoke["index"]), position_done))
+    for position in open_invokes(history):
+        # never completed: a write or cas may have taken effect, as for an info completion
+        invoke = history[position]
+        if invoke["f"] == "read":
+            continue
+        call = _call(invoke, {"type": "info", "index": invoke["index"]})
+        parts.setdefault(call.key, []).append(Operation(call, int(invoke["index"]), None))
     for ops in parts.values():
         ops.sort(key=lambda op: op.invoke)
     return parts

@@ -20,11 +20,27 @@ def render(results: dict[str, Any], history: list[Op]) -> str:
     lines: list[str] = []
     stats = results.get("stats") or {}
     lines += _ops_table(stats.get("ops") or {})
+    lines += _partial((results.get("checkers") or {}).get("completeness") or {})
     lines += _availability(stats.get("availability") or {})
     lines += _checkers(results.get("checkers") or {})
     lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
-    lines.append(f"verdict: {_verdict(results.get('valid'))}")
+    valid = results.get("valid")
+    reason = results.get("reason") if valid is not True and valid is not False else None
+    lines.append(f"verdict: {'UNKNOWN: ' + reason if reason else _verdict(valid)}")
     return "\n".join(lines)
+
+
+def _partial(completeness: dict[str, Any]) -> list[str]:
+    """A history cut short: by how much, and why the verdict cannot be the whole story."""
+    if not completeness.get("partial"):
+        return []
+    unfinished = completeness.get("unfinished")
+    lines = ["history: partial" + (f" ({unfinished})" if unfinished else "")]
+    count = completeness.get("indeterminate") or 0
+    if count:
+        lines.append(f"  {count} operation(s) invoked and never completed: outcome unknown, "
+                     "checked as indeterminate")
+    return lines
 
 
 def _verdict(valid: Any) -> str:

@@ -6,16 +6,25 @@ and the nanoseconds since the test started (monotonic clock), keeps it in memory
 and appends it to `history.jsonl` at once, so a run that dies still leaves what it saw. A nemesis
 op also gets `wall`, the wall-clock instant (ISO 8601, UTC, milliseconds) taken with its `time`, so
 that faults line up with the nodes' own logs and events, which are stamped by the wall clock.
+
+Each line goes to the file in one unbuffered write, so a harness that dies leaves whole lines. A
+write that fails (a full disk) or is cut short is undone (the file is truncated back to its last
+whole line), and the recorder stops storing: `write_error` says why, and the runner stops the run.
+The ops in memory are always those in the file, so that the verdict of the run is the verdict of
+its stored history.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import json
+import os
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 Op = dict[str, Any]
 NEMESIS = "nemesis"
@@ -31,7 +40,14 @@ class History:
         self._lock = threading.Lock()
         self._ops: list[Op] = []
         self._start = time.monotonic_ns()
-        self._out: IO[str] | None = open(path, "a") if path is not None else None  # noqa: SIM115
+        self.path = path
+        self._fd: int | None = None
+        self._size = 0  # bytes of whole lines in the file
+        self._storing = True  # False once closed or failed: nothing more is kept
+        self.write_error: OSError | None = None
+        if path is not None:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._size = os.fstat(self._fd).st_size
 
     def start_clock(self) -> None:
         """Time 0 is when the workload starts, not when the nodes were being deployed."""
@@ -43,18 +59,40 @@ class History:
         return time.monotonic_ns() - self._start
 
     def record(self, op: Op) -> Op:
-        """Stamp and store a copy of `op`; returns the stored op."""
+        """Stamp and store a copy of `op`; returns the stamped op. Once the history is closed, or
+        its file could not be written (`write_error`), the op is stamped but no longer kept."""
         with self._lock:
             stored = dict(op)
             stored["index"] = len(self._ops)
             stored["time"] = self.now()
             if stored.get("process") == NEMESIS:
                 stored["wall"] = wall_clock()
+            if not self._storing:
+                return stored
+            if self._fd is not None and not self._write(json.dumps(_ordered(stored)) + "\n"):
+                return stored
             self._ops.append(stored)
-            if self._out is not None:
-                self._out.write(json.dumps(_ordered(stored)) + "\n")
-                self._out.flush()
             return stored
+
+    def _write(self, line: str) -> bool:
+        """One line, whole or not at all; False (and the file closed) when it cannot be."""
+        assert self._fd is not None
+        data = memoryview(line.encode())
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):  # a short write: what stops the rest raises here
+                more = os.write(self._fd, data[written:])
+                if more == 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += more
+        except OSError as exc:
+            self.write_error = exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            self._close_file()
+            return False
+        self._size += len(data)
+        return True
 
     def ops(self) -> list[Op]:
         with self._lock:
@@ -62,9 +100,15 @@ class History:
 
     def close(self) -> None:
         with self._lock:
-            if self._out is not None:
-                self._out.close()
-                self._out = None
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self.path is not None:
+            self._storing = False  # what the file lacks, memory must not have either
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
 
 _FIRST = ("index", "time", "process", "type", "f", "value")

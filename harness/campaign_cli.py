@@ -2,6 +2,7 @@
 
 Everything after the known flags goes to pytest unchanged, so every campaign option
 (--backend, --nodes, --node-config, --nemesis, ...) and every pytest option works here too.
+Exit codes are pytest's, except bad usage (ours or pytest's): 64, like every `kraft` command.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+EXIT_USAGE = 64
+PYTEST_USAGE = 4  # pytest's exit code for a command line it refuses
 
 
 def main(argv: list[str]) -> int:
@@ -21,16 +24,21 @@ def main(argv: list[str]) -> int:
         epilog="Other arguments go to pytest, e.g. --backend docker --nodes 5 --node-config unsafe=no-check-quorum")
     parser.add_argument("--full", action="store_true", help="the whole matrix (nightly), not just smoke")
     parser.add_argument("--alluredir", default="allure-results", help="Allure results (default allure-results)")
-    args, rest = parser.parse_known_args(argv)
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except SystemExit as exc:  # --help, or bad usage (argparse's own code is 2)
+        return 0 if exc.code in (0, None) else EXIT_USAGE
     suite = REPO / "campaigns"
     if not suite.is_dir():
         print(f"kraft campaign: no campaign suite at {suite} (run from a checkout of the project)",
               file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     cmd = [sys.executable, "-m", "pytest", str(suite), "-m", "full" if args.full else "smoke",
            "--alluredir", args.alluredir, *rest]
     print("kraft campaign: " + " ".join(cmd[2:]), file=sys.stderr)
     code = subprocess.call(cmd)
+    if code == PYTEST_USAGE:
+        return EXIT_USAGE  # pytest said why: an option it does not know, a bad value
     print(f"\nAllure results: {Path(args.alluredir).resolve()}\n"
           f"Runs:           {REPO / 'results'}\n"
           f"Report:         kraft report {args.alluredir}  (opens allure-report/index.html)")

@@ -3,15 +3,20 @@
 Each subcommand lives in its own module and exposes `main(argv: list[str]) -> int`; this file only
 dispatches, so that the parts can grow without touching each other. A subcommand imports its heavy
 dependencies (docker, pyspark, matplotlib) lazily, so `kraft --help` stays fast and a missing
-optional dependency only breaks the command that needs it.
+optional dependency only breaks the command that needs it. Whatever the subcommand, a crash (an
+unexpected exception) prints its traceback and exits 3, never 1 (INVALID to `kraft test`).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 
 EXIT_USAGE = 64
+# A crash (an exception no subcommand expected): never 1, which `kraft test` and `kraft check`
+# give for INVALID, so that a script can tell a broken tool from an anomaly found.
+EXIT_CRASH = 3
 
 # name -> (module exposing main(argv) -> int, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
         raise
-    code: int = module.main(rest)
+    try:
+        code: int = module.main(rest)
+    except Exception:
+        traceback.print_exc()
+        print(f"kraft {name}: crashed (the traceback above); exit {EXIT_CRASH}", file=sys.stderr)
+        return EXIT_CRASH
     return code
 
 

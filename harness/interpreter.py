@@ -101,7 +101,9 @@ class Interpreter:
         for worker in self.workers:
             worker.thread.start()
         free: dict[int, Worker] = {w.process: w for w in self.workers}
-        while not self.stopping.is_set():
+        # a history that can no longer be stored (a full disk) ends the run: ops past it would
+        # be unrecorded, and so unchecked
+        while not self.stopping.is_set() and self.history.write_error is None:
             ctx = Context(self.history.now(), tuple(sorted(free)))
             op, following = gen.op(ctx)
             if op is None:

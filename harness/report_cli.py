@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+EXIT_USAGE = 64
 EXIT_UNAVAILABLE = 69  # sysexits: a required program is missing
 
 INSTALL_HINT = ("the Allure command line is not installed: install it (it needs Java) from "
@@ -25,11 +26,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("results_dir", nargs="?", default="allure-results",
                         help="Allure results written by `kraft campaign` (default allure-results)")
     parser.add_argument("--out", default="allure-report", help="report folder (default allure-report)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or bad usage (argparse's own code is 2: unknown)
+        return 0 if exc.code in (0, None) else EXIT_USAGE
     results, out = Path(args.results_dir), Path(args.out)
     if not results.is_dir():
         print(f"kraft report: {results} does not exist; run `kraft campaign` first", file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     allure = shutil.which("allure")
     if allure is None:
         print(f"kraft report: {INSTALL_HINT}", file=sys.stderr)

@@ -8,8 +8,11 @@
     final      stop and heal every fault, wait for the cluster to recover, read from every node
     check      the workload's checkers on the history -> results.json; plots; the summary
 
-A failure of the infrastructure (a node that will not start, a backend error) ends the run with
-exit code 3, after the same cleanup; so does Ctrl-C. What was recorded stays in the store.
+A failure of the infrastructure (a node that will not start, a backend error, a nemesis that
+dies, a history that cannot be written) ends the run with exit code 3, after the same cleanup; so
+does Ctrl-C. What was recorded stays in the store, and test.json's `outcome` (`running` until the
+end, then `complete`, `interrupted` or `failed`, with `error`) tells a re-check that the history
+is partial. The checkers still judge what was recorded, for the summary.
 """
 
 from __future__ import annotations
@@ -78,36 +81,69 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
         out: TextIO = sys.stderr) -> Outcome:
     start = dt.datetime.now()
     run_dir = store.create_run_dir(Path(config.results_dir), config.test_name, start)
+    # `outcome` says how the run ended; until it ends it is "running", which is what a harness
+    # that dies leaves, so that a re-check knows its history is partial
     test = {**config.to_json(), "start_time": start.isoformat(), "backend": backend.name,
-            "versions": versions(), "run_dir": str(run_dir)}
+            "versions": versions(), "run_dir": str(run_dir), "outcome": "running"}
     store.write_json(run_dir / TEST, test)
     history = History(run_dir / HISTORY)
+    problems: list[str] = []  # what went wrong without stopping the run (the nemesis died)
     error: str | None = None
+    outcome = "complete"
 
     def log(message: str) -> None:
-        with open(run_dir / "harness.log", "a") as harness_log:
+        with contextlib.suppress(OSError), open(run_dir / "harness.log", "a") as harness_log:
             harness_log.write(f"{time.strftime('%H:%M:%S')} {message}\n")
 
     try:
-        _deploy_and_run(config, backend, target, workload, history, run_dir, log, out)
+        _deploy_and_run(config, backend, target, workload, history, run_dir, log, out, problems)
     except KeyboardInterrupt:
-        error = "interrupted"
+        error, outcome = "interrupted", "interrupted"
+    except RunFailed as exc:  # said in full already
+        error, outcome = str(exc), "failed"
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error, outcome = f"{type(exc).__name__}: {exc}", "failed"
         log(traceback.format_exc())
     finally:
         history.close()
+    if error is None and problems:
+        error, outcome = "; ".join(problems), "failed"
+    test.update(outcome=outcome, end_time=dt.datetime.now().isoformat())
+    if error is not None:
+        test["error"] = error
+    unsaved: list[str] = []  # files of the run that could not be written (a full disk)
+    _save(run_dir / TEST, test, unsaved)
     ops = history.ops()
     announce(out, "check")
+    results = _check(workload, ops, test, run_dir, log)
     if error is not None:
-        results: dict[str, Any] = {"valid": "unknown", "error": error, "checkers": {}}
-    else:
-        results = workload.checker(ops, test, node_dirs(run_dir))
-    store.write_json(run_dir / RESULTS, results)
+        results["error"] = error
+    _save(run_dir / RESULTS, results, unsaved)
     _plots(ops, run_dir, results, log)
     summary = render(results, ops, run_dir)
+    if unsaved:
+        summary += "\n" + "\n".join(unsaved)
     code = EXIT_FAILED if error is not None else EXIT.get(results.get("valid"), 2)
     return Outcome(run_dir, results, code, summary)
+
+
+def _check(workload: Workload, ops: list[Op], test: dict[str, Any], run_dir: Path,
+           log: Callable[[str], None]) -> dict[str, Any]:
+    """The workload's verdict on the history, even of a run that failed half-way (with test.json's
+    outcome, the checker then says the history is partial): never raises."""
+    try:
+        return workload.checker(ops, test, node_dirs(run_dir))
+    except Exception as exc:
+        log("check failed:\n" + traceback.format_exc())
+        return {"valid": "unknown", "reason": f"the checker crashed: {type(exc).__name__}: {exc}",
+                "checkers": {}}
+
+
+def _save(path: Path, data: dict[str, Any], unsaved: list[str]) -> None:
+    try:
+        store.write_json(path, data)
+    except OSError as exc:
+        unsaved.append(f"{path.name} could not be written: {exc.strerror or exc}")
 
 
 def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
@@ -126,7 +162,7 @@ def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
 
 def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, workload: Workload,
                     history: History, run_dir: Path, log: Callable[[str], None],
-                    out: TextIO) -> None:
+                    out: TextIO, problems: list[str]) -> None:
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
                        nodes=config.nodes, ports=target.ports, run_dir=run_dir)
     db = target.db()
@@ -138,7 +174,7 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
             log("db: setup")
             db.setup(backend, config.nodes, config.node_config)
             _wait_for_leader(db, backend, config.nodes, config.recovery_time, log)
-            _run_workload(config, backend, target, db, workload, history, log, out)
+            _run_workload(config, backend, target, db, workload, history, log, out, problems)
         finally:
             _teardown_db(db, backend, config.nodes, run_dir, log)
     finally:
@@ -176,7 +212,7 @@ def _wait_for_leader(db: DB, backend: Backend, nodes: list[str], patience: float
 
 def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   workload: Workload, history: History, log: Callable[[str], None],
-                  out: TextIO) -> None:
+                  out: TextIO, problems: list[str]) -> None:
     seeds = config.seeds()
     env = Env(backend, db, config.nodes)
     schedule = Schedule(build(config.nemesis, env, config.partition_shapes),
@@ -222,9 +258,21 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
         progress.stop()
         announce(out, "heal")
         schedule.heal_all()
+    if schedule.error is not None:
+        problems.append(f"the nemesis died: {schedule.error}")
+    _stop_if_unrecorded(history)
     log("healed; waiting for recovery")
     _wait_for_leader(db, backend, config.nodes, config.recovery_time, log)
     _final_reads(config, workload, history, make_client, interpreter.next_process(), log)
+
+
+def _stop_if_unrecorded(history: History) -> None:
+    """A history that cannot be stored (a full disk) ends the run here, before the final reads
+    that could not be recorded either."""
+    problem = history.write_error
+    if problem is not None:
+        raise RunFailed(f"{HISTORY} could not be written ({problem.strerror or problem}): the "
+                        f"run stopped after {len(history.ops())} operations")
 
 
 def _final_reads(config: TestConfig, workload: Workload, history: History,
@@ -245,6 +293,7 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
         while True:
             invoke = history.record({**workload.final_op(), "process": process})
             done = history.record(perform(invoke, client_for, config.op_timeout))
+            _stop_if_unrecorded(history)
             if done["type"] == "info":
                 process += 1
                 if client is not None:

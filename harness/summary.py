@@ -33,7 +33,10 @@ def render(results: dict[str, Any], history: list[Op], run_dir: Path) -> str:
     from checkers import summary
 
     parts = [*faults_table(history), summary.render(results, history)]
-    if results.get("error"):
-        parts.append(f"the run failed: {results['error']}")
+    error = results.get("error")
+    if error == "interrupted":
+        parts.append("the run was interrupted: what it recorded is checked above")
+    elif error:
+        parts.append(f"the run failed: {error}")
     parts.append(f"results: {run_dir.resolve()}")
     return "\n".join(parts)

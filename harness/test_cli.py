@@ -7,9 +7,13 @@ Exit codes (docs/architecture.md): 0 valid, 1 invalid, 2 unknown, 3 the run itse
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import signal
 import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
@@ -27,11 +31,36 @@ from nemesis.partition import SHAPES
 from nemesis.registry import KINDS, available
 
 EXIT_USAGE = 64
+# Past these a number is a typo, and it would fail only at run time (a timer that overflows, an
+# op interval that is infinite), after the nodes are deployed: refused before, like inf and nan.
+MAX_SECONDS = 10**7  # 115 days
+MAX_RATE = 10**6  # ops per second
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+def _number(low: float, high: float, unit: str, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in (low, high], or [0, high] when `zero`; never inf or
+    nan, which would reach test.json as `Infinity`, and the run as a timer that cannot be set."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}"
+                                             ) from None
+        if not math.isfinite(value) or value > high or (
+                value < 0 if zero else value < low or value == 0):
+            raise argparse.ArgumentTypeError(f"must be a finite number of {unit} from "
+                                             f"{0 if zero else low:g} to {high:g}, got {text!r}")
+        return value
+    parse.__name__ = unit  # what argparse names in its messages
+    return parse
+
+
+_SECONDS = _number(0.001, MAX_SECONDS, "seconds")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,19 +78,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nemesis", default=None,
                    help=f"comma list of {', '.join(KINDS)}, or none (default: all the backend "
                         "and target allow)")
-    p.add_argument("--nemesis-interval", type=float, default=5.0,
+    p.add_argument("--nemesis-interval", type=_SECONDS, default=5.0,
                    help="seconds between faults, and each fault's duration (default 5)")
     p.add_argument("--partition-shapes", default=None,
                    help=f"comma list of {', '.join(SHAPES)} (default: all)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds of workload (60)")
+    p.add_argument("--time-limit", type=_SECONDS, default=60.0, help="seconds of workload (60)")
     p.add_argument("--concurrency", type=int, default=0,
                    help="client processes (default: twice the nodes)")
-    p.add_argument("--rate", type=float, default=10.0, help="ops per second in total (10)")
-    p.add_argument("--op-timeout", type=float, default=1.5,
+    p.add_argument("--rate", type=_number(0.001, MAX_RATE, "ops per second"), default=10.0,
+                   help="ops per second in total (10)")
+    p.add_argument("--op-timeout", type=_SECONDS, default=1.5,
                    help="seconds before an op's outcome is unknown (1.5: shorter than the "
                         "node's check-quorum timeout, so that clients leave a cut-off leader "
                         "while it still believes it leads)")
-    p.add_argument("--recovery-time", type=float, default=30.0,
+    p.add_argument("--recovery-time", type=_number(0, MAX_SECONDS, "seconds", zero=True),
+                   default=30.0,
                    help="seconds allowed for recovery and final reads after healing (30)")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice")
     p.add_argument("--node-config", action="append", default=[], metavar="KEY=VALUE",
@@ -72,13 +103,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_from(args: argparse.Namespace) -> TestConfig:
-    for flag, value in (("--time-limit", args.time_limit), ("--rate", args.rate),
-                        ("--nemesis-interval", args.nemesis_interval),
-                        ("--op-timeout", args.op_timeout)):
-        if not value > 0:
-            raise UsageError(f"{flag}: must be positive, got {value}")
-    if args.concurrency < 0 or args.recovery_time < 0:
-        raise UsageError("--concurrency and --recovery-time must not be negative")
+    if args.concurrency < 0:
+        raise UsageError(f"--concurrency: must not be negative, got {args.concurrency}")
     if args.backend not in backends.NAMES:
         raise UsageError(f"--backend: unknown backend {args.backend!r}; "
                          f"one of: {', '.join(backends.NAMES)}")
@@ -99,6 +125,19 @@ def config_from(args: argparse.Namespace) -> TestConfig:
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),
                       results_dir=args.results_dir, test_name=args.test_name)
+
+
+def check_results_dir(results_dir: str) -> None:
+    """The results directory can take a run: made if missing, and a file written and removed in
+    it, so that a run does not fail on it after the nodes are deployed."""
+    path = Path(results_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path, prefix=".kraft-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--results-dir: cannot write to {results_dir}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def _interrupt_once() -> None:
@@ -133,6 +172,7 @@ def main(argv: list[str]) -> int:
         if refused and args.nemesis is not None:
             raise UsageError("--nemesis: " + "; ".join(f"{k}: {w}" for k, w in refused.items()))
         config.nemesis = [k for k in config.nemesis if k not in refused]
+        check_results_dir(config.results_dir)
     except UsageError as exc:
         print(f"kraft test: {exc}", file=sys.stderr)
         return EXIT_USAGE

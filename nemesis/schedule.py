@@ -6,12 +6,15 @@ they do in real outages. The kind that steps is drawn in a seeded, shuffled roun
 every kind gets its turns in a short run. The schedule runs in a thread of its own until `stop()`,
 which stops every active fault (recorded like any other stop); `heal_all` afterwards undoes every
 kind unconditionally, so that the final reads see a whole cluster even if a step failed half-way.
+A step that fails is recorded (`info`, `fault-failed`); should the thread itself die, `error`
+says why, and the runner does not pass the run off as tested under faults.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +32,9 @@ class Schedule:
         self.log = log
         self.active: dict[str, dict[str, Any]] = {}  # kind -> what its start did
         self.started = 0
+        # why the schedule's thread died, if it did: the faults after that were never made, so
+        # the run did not test what it says (the runner fails it)
+        self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
@@ -42,6 +48,13 @@ class Schedule:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        try:
+            self._steps()
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.log(f"nemesis: the schedule died: {traceback.format_exc()}")
+
+    def _steps(self) -> None:
         order: list[Fault] = []
         while not self._stop.wait(self.interval):
             if not order:

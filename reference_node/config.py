@@ -4,26 +4,43 @@ The syntax is `reference_node.properties`'s (Java's); this module gives the entr
 Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
 key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
 follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
-`unsafe`, `read.mode`, `metrics.port` and `client.voters` are this project's own. `unsafe` takes
-the core's switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader` is the user-facing
-name of one of them, `stale-leader-reads`, and adds it to `unsafe`.
+`unsafe`, `read.mode`, `metrics.port`, `client.voters` and `shutdown.timeout.ms` are this project's
+own. `unsafe` takes the core's switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader`
+is the user-facing name of one of them, `stale-leader-reads`, and adds it to `unsafe`.
 
 Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
 node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
 where *this* node listens. `client.voters` (optional) says where clients should reach each voter; it
 is what Metadata advertises as brokers.
+
+`shutdown.timeout.ms` (default 5000) bounds a graceful stop (SIGTERM): the node keeps running until
+it knows a leader other than itself (a leader resigns, resends EndQuorumEpoch until each voter has
+answered, and votes for its successor) or this long has passed. Kafka has no key for it:
+`KafkaRaftClientDriver` passes 5000 ms to the raft client's `shutdown`. 0 stops at once, the
+EndQuorumEpoch requests sent once at best.
+
+Security, Kafka's way: `listener.security.protocol.map` gives each listener its protocol
+(`PLAINTEXT` or `SSL`; SASL is not supported). Unset, a controller listener is `PLAINTEXT`, as
+Kafka decides for a KRaft controller; set, it must name every listener. An `SSL` listener reads
+Kafka's `ssl.*` keys with PEM stores (`reference_node/wire/tls.py` says which), and the node dials
+its peers with the protocol of the first of `controller.listener.names`, with the same key and
+trust stores, as Kafka's controllers do. The PEM files are read while the configuration is
+checked, so that a missing or unreadable one is a `ConfigError` naming the key and the path.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import ssl
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from reference_node import properties
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.wire import tls
+from reference_node.wire.codec import MAX_FRAME_SIZE
 
 _KAFKA_DEFAULTS = RaftConfig()
 
@@ -71,11 +88,26 @@ class NodeConfig:
     request_timeout_ms: int = _KAFKA_DEFAULTS.request_timeout_ms
     retry_backoff_ms: int = _KAFKA_DEFAULTS.retry_backoff_ms
     append_linger_ms: int = _KAFKA_DEFAULTS.append_linger_ms
+    shutdown_timeout_ms: int = 5000
+    # Kafka's SocketServer keys (docs/contracts.md, "Connections"); queued.max.request.bytes is
+    # bounded here by default, unbounded (-1) in Kafka.
+    socket_request_max_bytes: int = MAX_FRAME_SIZE
+    queued_max_request_bytes: int = MAX_FRAME_SIZE
+    connections_max_idle_ms: int = 600_000
     unsafe: frozenset[Unsafe] = frozenset()
     read_mode: str = "linearizable"
     metrics_port: int = 0
     cluster_id: str | None = None
     client_voters: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
+    # listener.security.protocol.map and the ssl.* keys; None: the map was not set
+    listener_security_protocol_map: dict[str, str] | None = None
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str | None = None
+    ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str | None = None
+    ssl_client_auth: str = "none"
+    ssl_endpoint_identification_algorithm: str = "https"
 
     def __post_init__(self) -> None:
         # `read.mode=leader` is the user-facing name of the core's stale-leader-reads switch.
@@ -99,6 +131,33 @@ class NodeConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    def security_protocol(self, listener: str) -> str:
+        """The protocol of `listener` (Kafka's effective listener.security.protocol.map)."""
+        if self.listener_security_protocol_map is not None:
+            return self.listener_security_protocol_map.get(listener, "PLAINTEXT")
+        return listener if listener in tls.PROTOCOLS else "PLAINTEXT"
+
+    @property
+    def tls_settings(self) -> tls.TlsSettings:
+        return tls.TlsSettings(
+            keystore=self.ssl_keystore_location, key_password=self.ssl_key_password,
+            truststore=self.ssl_truststore_location, client_auth=self.ssl_client_auth,
+            verify_hostname=tls.endpoint_identification(
+                self.ssl_endpoint_identification_algorithm))
+
+    def listener_ssl(self) -> ssl.SSLContext | None:
+        """The TLS context of the listener the node serves (`listen`), None for PLAINTEXT."""
+        if self.security_protocol(self.listeners[0].name) != "SSL":
+            return None
+        return tls.server_context(self.tls_settings)
+
+    def peer_ssl(self) -> ssl.SSLContext | None:
+        """How the node dials its peers: the first controller listener's protocol (Kafka's
+        RaftManager), None for PLAINTEXT."""
+        if self.security_protocol(self.controller_listener_names[0]) != "SSL":
+            return None
+        return tls.client_context(self.tls_settings)
 
 
 # --- value parsers: each raises ValueError with what it accepts ------------------------------
@@ -204,11 +263,50 @@ def _items(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
+def _protocol_map(v: str) -> dict[str, str]:
+    accepted = "a comma list of LISTENER:PROTOCOL, e.g. CONTROLLER:SSL; protocols PLAINTEXT | SSL"
+    out: dict[str, str] = {}
+    for item in _items(v):
+        name, colon, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not colon or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or name in out:
+            raise ValueError(accepted)
+        if protocol not in tls.PROTOCOLS:
+            raise ValueError(accepted + (f" ({protocol} is not supported by this node)"
+                                         if protocol in ("SASL_SSL", "SASL_PLAINTEXT") else ""))
+        out[name] = protocol
+    if not out:
+        raise ValueError(accepted)
+    return out
+
+
+def _store_type(v: str) -> str:
+    if v.strip().upper() not in tls.STORE_TYPES:
+        raise ValueError("PEM (JKS and PKCS12 stores are not supported)")
+    return "PEM"
+
+
+def _file(v: str) -> str | None:
+    return v.strip() or None
+
+
+def _endpoint_identification(v: str) -> str:
+    tls.endpoint_identification(v)
+    return v.strip().lower()
+
+
 def _unsafe(v: str) -> frozenset[Unsafe]:
     try:
         return Unsafe.parse(v)
     except ValueError:
         raise ValueError(f"a comma list of: {Unsafe.names()}") from None
+
+
+def _idle_ms(v: str) -> int:
+    n = _int_in(-1, 2**63 - 1)(v)
+    if n == 0:
+        raise ValueError("-1 (never) or a positive number of milliseconds")
+    return n
 
 
 # key -> (NodeConfig field, parser). Kafka names where Kafka has one.
@@ -227,11 +325,24 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "controller.quorum.request.timeout.ms": ("request_timeout_ms", _ELECT_MS),
     "controller.quorum.retry.backoff.ms": ("retry_backoff_ms", _int_in(0, 3_600_000)),
     "controller.quorum.append.linger.ms": ("append_linger_ms", _int_in(0, 60_000)),
+    "shutdown.timeout.ms": ("shutdown_timeout_ms", _int_in(0, 3_600_000)),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int_in(1, 2**31 - 1)),
+    "queued.max.request.bytes": ("queued_max_request_bytes", _int_in(-1, 2**63 - 1)),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _idle_ms),
     "unsafe": ("unsafe", _unsafe),
     "read.mode": ("read_mode", _one_of(READ_MODES)),
     "metrics.port": ("metrics_port", _int_in(0, 65535)),
     "cluster.id": ("cluster_id", _cluster_id),
     "client.voters": ("client_voters", _voters),
+    "listener.security.protocol.map": ("listener_security_protocol_map", _protocol_map),
+    "ssl.keystore.type": ("ssl_keystore_type", _store_type),
+    "ssl.keystore.location": ("ssl_keystore_location", _file),
+    "ssl.key.password": ("ssl_key_password", lambda v: v or None),
+    "ssl.truststore.type": ("ssl_truststore_type", _store_type),
+    "ssl.truststore.location": ("ssl_truststore_location", _file),
+    "ssl.client.auth": ("ssl_client_auth", _one_of(tls.CLIENT_AUTH)),
+    "ssl.endpoint.identification.algorithm": ("ssl_endpoint_identification_algorithm",
+                                              _endpoint_identification),
 }
 REQUIRED = ("node.id", "controller.quorum.voters", "listeners", "metadata.log.dir")
 
@@ -273,6 +384,36 @@ def _check_consistency(cfg: NodeConfig) -> None:
         )
     if not cfg.voters:
         raise ConfigError("controller.quorum.voters", "empty", "a comma list of ID@HOST:PORT")
+    if 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
+        # Kafka's KafkaConfig check: a request of the largest size must fit in the pool.
+        raise ConfigError("queued.max.request.bytes",
+                          f"{cfg.queued_max_request_bytes} is below socket.request.max.bytes "
+                          f"({cfg.socket_request_max_bytes})",
+                          "-1 or 0 (unbounded) or at least socket.request.max.bytes")
+    _check_security(cfg)
+
+
+def _check_security(cfg: NodeConfig) -> None:
+    """Every listener has a protocol; an SSL one has stores that can be read (read now, so that
+    a bad file is a configuration error, not a failure at start)."""
+    known = cfg.listener_security_protocol_map
+    if known is not None:
+        for name in [x.name for x in cfg.listeners] + list(cfg.controller_listener_names):
+            if name not in known:
+                raise ConfigError("listener.security.protocol.map", f"no entry for listener {name}",
+                                  "LISTENER:PROTOCOL for every listener, e.g. CONTROLLER:SSL")
+    if "SSL" not in {cfg.security_protocol(x.name) for x in cfg.listeners} | {
+            cfg.security_protocol(cfg.controller_listener_names[0])}:
+        return
+    if cfg.ssl_keystore_location is None:
+        raise ConfigError("ssl.keystore.location", "missing (an SSL listener needs a certificate)",
+                          tls.KEYSTORE_ACCEPTED)
+    try:
+        cfg.listener_ssl()
+        cfg.peer_ssl()
+    except tls.TlsError as exc:
+        raise ConfigError(exc.key, f"{exc.path}: {exc.problem}" if exc.path else exc.problem,
+                          exc.accepted) from None
 
 
 def load(path: str | Path) -> NodeConfig:

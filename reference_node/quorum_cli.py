@@ -2,12 +2,16 @@
 
     kraft quorum --bootstrap-controller HOST:PORT[,HOST:PORT...] describe --status
     kraft quorum --bootstrap-controller HOST:PORT[,HOST:PORT...] describe --replication
+    kraft quorum --bootstrap-controller HOST:PORT --command-config client.properties describe ...
 
 DescribeQuorum must reach the leader. Each bootstrap address is tried in turn; a node that answers
 NOT_LEADER_OR_FOLLOWER and names a leader sends us there (its address from the DescribeQuorum v2
 node list, else from Metadata). The output copies Kafka's MetadataQuorumCommand, so that scripts
 written for the real tool read ours. The cluster id, which DescribeQuorum does not carry, comes
-from Metadata. Exit codes: 0 done, 1 the quorum could not be described, 64 bad usage.
+from Metadata. `--command-config` reads Kafka client properties, as the real tool does; the ones
+read are `security.protocol` (PLAINTEXT or SSL) and the PEM `ssl.*` keys of
+`reference_node/wire/tls.py` (`CLIENT_KEYS`); any other key is refused. Exit codes: 0 done, 1 the
+quorum could not be described, 64 bad usage (a bad or unreadable command config too).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
+from ssl import SSLContext
 from typing import Any, NoReturn
 
 from kio.schema.errors import ErrorCode
 
+from reference_node import properties
 from reference_node.wire import (
     DESCRIBE_QUORUM,
     METADATA,
@@ -29,6 +36,7 @@ from reference_node.wire import (
     METADATA_TOPIC,
     KafkaClient,
     WireError,
+    tls,
 )
 from reference_node.wire.requests import describe_quorum_request, metadata_request
 
@@ -186,9 +194,11 @@ def _cluster_id_and_brokers(client: KafkaClient) -> tuple[str | None, dict[int, 
     return getattr(response, "cluster_id", None), brokers
 
 
-def describe(bootstrap: list[tuple[str, int]], timeout: float) -> tuple[str | None, QuorumInfo]:
-    """Find the leader and describe the quorum; QuorumError (with the reasons) when no node
-    could. While some node answers but knows no leader (an election), retry until `timeout`."""
+def describe(bootstrap: list[tuple[str, int]], timeout: float,
+             ssl: SSLContext | None = None) -> tuple[str | None, QuorumInfo]:
+    """Find the leader and describe the quorum (over TLS with `ssl`); QuorumError (with the
+    reasons) when no node could. While some node answers but knows no leader (an election),
+    retry until `timeout`."""
     deadline = time.monotonic() + timeout
     reasons: list[str] = []
     while True:
@@ -201,7 +211,7 @@ def describe(bootstrap: list[tuple[str, int]], timeout: float) -> tuple[str | No
                 continue
             tried.add(address)
             try:
-                return _describe_at(address, deadline)
+                return _describe_at(address, deadline, ssl)
             except _Redirect as redirect:
                 reasons.append(str(redirect))
                 retriable = True
@@ -225,9 +235,10 @@ class _Redirect(QuorumError):
         self.leader = leader
 
 
-def _describe_at(address: tuple[str, int], deadline: float) -> tuple[str | None, QuorumInfo]:
+def _describe_at(address: tuple[str, int], deadline: float,
+                 ssl: SSLContext | None) -> tuple[str | None, QuorumInfo]:
     remaining = max(0.1, deadline - time.monotonic())
-    with KafkaClient(*address, client_id="kraft-quorum", timeout=remaining) as client:
+    with KafkaClient(*address, client_id="kraft-quorum", timeout=remaining, ssl=ssl) as client:
         response = client.call(DESCRIBE_QUORUM, describe_quorum_request)
         partition = _partition(response)
         error = partition.error_code
@@ -283,6 +294,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-controller", "--bootstrap-server", dest="bootstrap",
                         required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="nodes to ask; the leader is found from them")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties: security.protocol=SSL and the PEM "
+                             "ssl.truststore.location / ssl.keystore.location keys")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to find the leader and get an answer (default 10)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -294,6 +308,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_config(path: str | None) -> SSLContext | None:
+    """The TLS context of `--command-config`, None for plaintext; UsageError naming the key."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="latin-1")
+    except OSError as exc:
+        raise UsageError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    try:
+        settings = tls.client_settings(properties.parse(text))
+        return None if settings is None else tls.client_context(settings)
+    except tls.TlsError as exc:
+        raise UsageError(f"--command-config {path}: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--command-config {path}: {exc}") from None
+
+
 def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -302,13 +333,14 @@ def main(argv: list[str]) -> int:
             raise UsageError("--bootstrap-controller names no address")
         if args.timeout <= 0:
             raise UsageError("--timeout must be positive")
+        context = _command_config(args.command_config)
     except UsageError as exc:
         print(f"kraft quorum: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     try:
-        cluster_id, info = describe(bootstrap, args.timeout)
+        cluster_id, info = describe(bootstrap, args.timeout, context)
         text = format_status(cluster_id, info) if args.status else format_replication(info)
     except QuorumError as exc:
         print(f"kraft quorum: cannot describe the quorum: {exc}", file=sys.stderr)

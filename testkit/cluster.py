@@ -9,6 +9,11 @@ and formats each data directory with `kraft node format`, as an operator would. 
 reads it: DescribeQuorum over the Kafka protocol (`describe`, `wait_leader`), and each node's
 `events.jsonl` (docs/contracts.md). Used as a context manager, it kills every node it started.
 
+With `tls=True` the controller listeners are `SSL` with required client certificates: a CA made
+for the cluster (`harness/targets/reference_tls.py`) signs one certificate per node (for
+127.0.0.1) and one for the test's clients (`tls_client`, used by `describe` too), all under
+`root/tls`.
+
 No harness here (no backend, proxies or history): `harness/targets/reference.py` deploys the same
 node for test runs. `testkit/raft_cluster.py` is the in-memory kind, cores without processes.
 """
@@ -19,12 +24,14 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.properties import render
 from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
 from reference_node.wire.requests import describe_quorum_request
@@ -51,11 +58,15 @@ def free_ports(n: int) -> list[int]:
 class Cluster:
     """Voters 1..size on 127.0.0.1, configured and formatted, none started yet."""
 
-    def __init__(self, root: Path, size: int = 3, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, size: int = 3, extra: dict[str, str] | None = None,
+                 tls: bool = False) -> None:
         self.root = root
         self.ids = list(range(1, size + 1))
         self.ports = dict(zip(self.ids, free_ports(size), strict=True))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.tls = RunTls(root / "tls") if tls else None
+        self.ssl: ssl.SSLContext | None = self.tls.client_context() if self.tls else None
+        """How the test's clients dial the nodes (None: plaintext)."""
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         for i in self.ids:
             props = {
@@ -64,12 +75,22 @@ class Cluster:
                 "controller.quorum.voters": voters,
                 "listeners": f"CONTROLLER://127.0.0.1:{self.ports[i]}",
                 "metadata.log.dir": str(self.data_dir(i)),
+                **self._tls_settings(i),
                 **(extra or {}),
             }
             self.config(i).write_text(render(props))
             subprocess.run([sys.executable, "-m", "harness.cli", "node", "format", "--config",
                             str(self.config(i)), "--cluster-id", CLUSTER_ID],
                            check=True, capture_output=True, timeout=30)
+
+    def _tls_settings(self, i: int) -> dict[str, str]:
+        if self.tls is None:
+            return {}
+        directory = self.root / "tls" / f"node{i}"
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, content in self.tls.node_files(f"node{i}", ["127.0.0.1"]).items():
+            (directory / name).write_bytes(content)
+        return node_settings(str(directory))
 
     def config(self, i: int) -> Path:
         return self.root / f"node{i}.properties"
@@ -110,7 +131,8 @@ class Cluster:
         """Node `i`'s DescribeQuorum answer for the metadata partition; None if it does not
         answer."""
         try:
-            with KafkaClient("127.0.0.1", self.ports[i], timeout=timeout) as client:
+            with KafkaClient("127.0.0.1", self.ports[i], timeout=timeout,
+                             ssl=self.ssl) as client:
                 resp = client.call(DESCRIBE_QUORUM, describe_quorum_request, timeout=timeout)
         except (WireError, OSError):
             return None

@@ -225,7 +225,7 @@ class Cluster:
         for send in ready.messages:
             if send.dst in self.hosts:
                 assert host.rpc is not None
-                rid = host.rpc.correlate(send.dst, send.message)
+                rid = host.rpc.correlate(send.dst, send.message, send.in_reply_to)
                 self.in_flight.append(InFlight(host.node_id, send.dst, send.message, rid))
         if self.on_ready is not None:
             self.on_ready(host.node_id, ready)

@@ -1,5 +1,6 @@
 """Backends: where the nodes run (the interface is `contracts/backend.py`). `make(name)` builds
-one by name; `sweep_all()` removes what any backend's earlier runs left behind (`kraft clean`).
+one by name; `sweep_all()` removes what any backend's earlier runs left behind, whose harness is
+gone (`kraft clean`; `--all` removes live runs too).
 
 `auto` takes docker when an engine answers and the node image exists, and local otherwise; it
 returns a note saying which it took and why.
@@ -56,8 +57,9 @@ def _docker_unusable() -> str | None:
     return None
 
 
-def sweep_all() -> list[str]:
-    """Remove every leftover of every backend (for `kraft clean`); returns what was removed."""
+def sweep_all(everything: bool = False) -> list[str]:
+    """Remove what every backend's runs left behind (for `kraft clean`): the runs whose harness
+    is gone, or with `everything` all runs, live ones too. Returns what was removed."""
     removed: list[str] = []
     for module_name in SWEEPERS:
         try:
@@ -66,5 +68,5 @@ def sweep_all() -> list[str]:
             continue
         sweep = getattr(module, "sweep", None)
         if sweep is not None:
-            removed.extend(sweep())
+            removed.extend(sweep(everything))
     return removed

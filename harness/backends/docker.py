@@ -19,9 +19,9 @@ the network's gateway) always reaches every node. The chain is replaced atomical
 iptables-restore, and iptables-legacy is used where the nf_tables one does not work.
 
 Everything made is labelled `kraft-jepsen=1` plus the run id and an owner (host, pid, start time
-of the harness process). `setup` sweeps what dead harnesses left on this host; `sweep()` (for
-`kraft clean`) removes everything labelled. Containers not labelled by the project are never
-touched.
+of the harness process). `setup` and `sweep()` (for `kraft clean`) remove what dead harnesses left
+on this host, and leave live runs alone; `sweep(everything=True)` (`kraft clean --all`) removes
+everything labelled. Containers not labelled by the project are never touched.
 """
 
 from __future__ import annotations
@@ -77,14 +77,16 @@ def engine_available(timeout: float = 3.0) -> bool:
         return False
 
 
-def sweep() -> list[str]:
-    """Remove every container and network the project ever labelled, and leftover run keys."""
+def sweep(everything: bool = False) -> list[str]:
+    """Remove the containers, networks and run keys of runs whose harness is gone (on this
+    host); with `everything`, all the project ever labelled, live runs and other hosts' too."""
+    only_orphans = not everything
     try:
         client = images.docker_client()
     except images.ImageError:
-        return _sweep_key_dirs(only_orphans=False)
+        return _sweep_key_dirs(only_orphans)
     try:
-        return _sweep(client, only_orphans=False) + _sweep_key_dirs(only_orphans=False)
+        return _sweep(client, only_orphans) + _sweep_key_dirs(only_orphans)
     finally:
         client.close()
 
@@ -442,7 +444,8 @@ def _start_time(pid: int) -> str:
 
 def _orphaned(owner: str) -> bool:
     """Made by a harness on this host that is no longer alive (a concurrent run is left alone;
-    so are resources from other hosts sharing the engine, which `kraft clean` still removes)."""
+    so are resources from other hosts sharing the engine, and those with no owner, which only
+    `kraft clean --all` removes)."""
     host, _, rest = owner.partition(":")
     pid, _, started = rest.partition(":")
     if host != socket.gethostname() or not pid.isdigit():

@@ -56,8 +56,8 @@ def resolve_argv(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
-def sweep() -> list[str]:
-    return pids.sweep()
+def sweep(everything: bool = False) -> list[str]:
+    return pids.sweep(everything)
 
 
 class LocalBackend(Backend):
@@ -80,8 +80,7 @@ class LocalBackend(Backend):
         for line in pids.sweep():
             self._log(f"swept {line}")
         self._run_root = pids.base_dir() / spec.run_id
-        self._run_root.mkdir(parents=True, exist_ok=True)
-        pids.write_json(self._run_root / "owner.json", pids.record_for(os.getpid()))
+        pids.claim(self._run_root, os.getpid())
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-spawner")
         self._proxies = LinkProxies(log=self._log)
         for node in spec.nodes:

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -59,6 +60,22 @@ def read_json(path: Path) -> dict[str, int] | None:
     return data if isinstance(data, dict) else None
 
 
+def claim(run: Path, pid: int) -> None:
+    """Make the run's directory with its owner already recorded in it (built aside under a hidden
+    name, then renamed), so that a concurrent sweep never sees it without an owner."""
+    if run.is_dir():
+        write_json(run / "owner.json", record_for(pid))
+        return
+    run.parent.mkdir(parents=True, exist_ok=True)
+    aside = Path(tempfile.mkdtemp(prefix=f".{run.name}.", dir=run.parent))
+    write_json(aside / "owner.json", record_for(pid))
+    try:
+        os.rename(aside, run)
+    except OSError:  # made meanwhile: claim it in place
+        shutil.rmtree(aside, ignore_errors=True)
+        write_json(run / "owner.json", record_for(pid))
+
+
 def kill_group(record: dict[str, int]) -> bool:
     """SIGKILL the recorded process's group (nodes lead their own group); True if it was alive."""
     if not alive(record):
@@ -70,8 +87,9 @@ def kill_group(record: dict[str, int]) -> bool:
     return True
 
 
-def sweep() -> list[str]:
-    """Kill the processes of every run whose harness is gone and remove its directory."""
+def sweep(everything: bool = False) -> list[str]:
+    """Kill the processes of every run whose harness is gone and remove its directory; with
+    `everything`, of live runs too."""
     removed: list[str] = []
     root = base_dir()
     if not root.is_dir():
@@ -80,7 +98,12 @@ def sweep() -> list[str]:
         if not run.is_dir():
             continue
         owner = read_json(run / "owner.json")
-        if owner is not None and alive(owner):
+        if run.name.startswith("."):
+            # a directory being claimed; left by a harness that died before renaming it
+            if (owner is None or not alive(owner)) and time.time() - run.stat().st_mtime > 60:
+                shutil.rmtree(run, ignore_errors=True)
+            continue
+        if not everything and owner is not None and alive(owner):
             continue
         for pid_file in sorted((run / "pids").glob("*.json")):
             record = read_json(pid_file)

@@ -3,7 +3,7 @@ and the facts of its history, reading each file once.
 
 The re-check is `checkers.check_run`, the function behind `kraft check RUN_DIR`, taken apart only
 so that the history is read once for both: `check_run(run)` is
-`check(load(run/history.jsonl), read_test(run/test.json), node_dirs(run))`. The history is read
+`check(load(run/history.jsonl), read_run_test(run), node_dirs(run))`. The history is read
 here with the reader behind `load` (`history.read`), and a history that `load` would refuse skips
 the run with the same reason; a valid one is handed to `check` and then to `history.facts`. The
 pipeline's verdict for a run is so the one `kraft check` prints (tests compare them, on valid,
@@ -143,7 +143,7 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
 def load_check_run() -> Recheck:
     """`checkers.check_run` in the form `run_tuple` uses, or ImportError saying how to do without."""
     try:
-        from checkers.compose import check, read_test
+        from checkers.compose import check, read_run_test
         from contracts.results import node_dirs
     except ImportError as exc:
         raise ImportError(f"cannot re-check runs: checkers.check_run is not available ({exc}); "
@@ -151,8 +151,9 @@ def load_check_run() -> Recheck:
                           "the stored verdicts") from exc
 
     def recheck(run: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
-        # checkers.compose.check_run, on the history already read.
-        return check(history, read_test(run / TEST), node_dirs(run))
+        # checkers.compose.check_run, on the history already read: a run that did not finish
+        # (test.json's outcome) stays unknown, never counted as a complete run
+        return check(history, read_run_test(run), node_dirs(run))
 
     return recheck
 

@@ -26,7 +26,15 @@ def get(name: str) -> Target:
         factory = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise UnknownTarget(f"target {name!r} cannot be loaded: {exc}") from exc
-    target = factory()
+    if not callable(factory):
+        raise UnknownTarget(f"target {name!r}: {spec} is not a Target class or factory "
+                            f"(it is a {type(factory).__name__})")
+    try:
+        target = factory()
+    except Exception as exc:
+        raise UnknownTarget(f"target {name!r}: {spec}() failed: {type(exc).__name__}: {exc}"
+                            ) from exc
     if not isinstance(target, Target):
-        raise UnknownTarget(f"{name!r} is not a Target")
+        raise UnknownTarget(f"target {name!r}: {spec}() made a {type(target).__name__}, "
+                            "not a Target")
     return target

@@ -4,8 +4,16 @@ Node `nodes[i]` has node.id i+1. Its config (server.properties, Kafka's names) m
 the backend's `bind_address`, reach each other voter at `peer_address(self, other)` (the path the
 nemesis can cut), and advertise every voter to clients at `client_address` (`client.voters`), so
 that Metadata answers point the harness at reachable addresses. `--node-config` settings are
-appended and win. Storage is formatted once, in setup, like `kafka-storage format`; a restart after
-a kill reuses it.
+appended, except those the harness owns (`HARNESS_KEYS`), which are refused. Storage is
+formatted once, in setup, like `kafka-storage format`; a restart after a kill reuses it.
+
+`--node-config security=ssl` (the harness's own key; `plaintext` is the default) makes the
+controller listeners `SSL` with `ssl.client.auth=required`: a CA made for the run signs a
+certificate per node, naming every address a peer or a client dials it by, and one for the
+harness's clients (`reference_tls.py`). Each node's files go to its `tls/` directory through the
+backend, like its config, and come back with it in `collect`; the key stores and trust store
+settings are then the harness's (`TLS_KEYS`), while `ssl.client.auth` and
+`ssl.endpoint.identification.algorithm` may still be overridden.
 
 `collect` copies the node's log, config, events.jsonl and data directory, then writes `log.jsonl`
 and `final.json` (docs/contracts.md) from the copy, so that checkers never read node files.
@@ -17,16 +25,34 @@ import contextlib
 import json
 import signal
 import socket
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any
 
 from contracts.backend import Backend, BackendError
 from contracts.target import DB, Client, Target
 from harness.targets.reference_client import ReferenceClient, leader_of
+from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.properties import render
 from reference_node.storage.meta import random_uuid
+
+# The settings the harness writes for each node: its identity, addresses, peers and directory,
+# and the cluster id it formats storage with. A `--node-config` override of one of these would
+# cut the node off its cluster (or split it), so it is refused before anything is deployed.
+HARNESS_KEYS = ("node.id", "process.roles", "controller.quorum.voters", "listeners",
+                "controller.listener.names", "metadata.log.dir", "client.voters", "metrics.port",
+                "cluster.id")
+
+# The harness's own `--node-config` key: how the nodes' controller listeners are secured.
+SECURITY = "security"
+SECURITY_CHOICES = ("plaintext", "ssl")
+# Set by the harness with security=ssl (certificates made per run), so refused from the user.
+TLS_KEYS = ("listener.security.protocol.map", "ssl.keystore.type", "ssl.keystore.location",
+            "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location")
+TLS_DIR = "tls"
 
 CONFIG = "server.properties"
 DATA = "data"
@@ -37,6 +63,24 @@ START_TIMEOUT = 20.0
 
 def node_id(nodes: list[str], node: str) -> int:
     return nodes.index(node) + 1
+
+
+def split_security(node_config: dict[str, str]) -> tuple[bool, dict[str, str]]:
+    """Whether `security=ssl` is asked, and the node settings without the harness's key.
+    ValueError for another value."""
+    value = node_config.get(SECURITY, "plaintext").strip().lower()
+    if value not in SECURITY_CHOICES:
+        raise ValueError(f"{SECURITY}={node_config[SECURITY]!r}: one of "
+                         f"{' | '.join(SECURITY_CHOICES)}")
+    return value == "ssl", {k: v for k, v in node_config.items() if k != SECURITY}
+
+
+def dialled_hosts(backend: Backend, nodes: list[str], node: str) -> list[str]:
+    """Every host name or address by which a peer or a client reaches `node`: what its
+    certificate must name for hostname verification to hold."""
+    hosts = [backend.client_address(node, "kafka")[0], backend.bind_address(node, "kafka")[0]]
+    hosts += [backend.peer_address(src, node, "kafka")[0] for src in nodes if src != node]
+    return list(dict.fromkeys(hosts))
 
 
 def properties(backend: Backend, nodes: list[str], node: str,
@@ -69,15 +113,26 @@ class ReferenceDB(DB):
         self.nodes: list[str] = []
         # Kafka's Uuid form, never starting with '-' (kafka-storage would read it as a flag)
         self.cluster_id = random_uuid()
+        self.tls: RunTls | None = None
+        self.client_ssl: SSLContext | None = None
+        """How the harness dials the nodes: None for plaintext, else with its run certificate."""
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def _path(self, backend: Backend, node: str, name: str) -> str:
         return f"{backend.node_dir(node)}/{name}"
 
     def setup(self, backend: Backend, nodes: list[str], node_config: dict[str, str]) -> None:
         self.nodes = list(nodes)
+        secure, node_config = split_security(node_config)
+        if secure and self.tls is None:
+            # the harness's side of the run's CA: its trust store and client key store
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="kraft-jepsen-tls-")
+            self.tls = RunTls(Path(self._tls_dir.name))
+            self.client_ssl = self.tls.client_context()
 
         def prepare(node: str) -> None:
-            config = properties(backend, nodes, node, node_config)
+            overrides = {**self._ship_tls(backend, nodes, node), **node_config}
+            config = properties(backend, nodes, node, overrides)
             backend.write_file(node, self._path(backend, node, CONFIG), config.encode())
             backend.exec(node, ["kraft", "node", "format", "--config",
                                 self._path(backend, node, CONFIG),
@@ -89,6 +144,16 @@ class ReferenceDB(DB):
             self._spawn(backend, node)
         for node in nodes:
             self._await_listening(backend, node)
+
+    def _ship_tls(self, backend: Backend, nodes: list[str], node: str) -> dict[str, str]:
+        """Write `node`'s key store and trust store to its host; the node keys that use them."""
+        if self.tls is None:
+            return {}
+        directory = self._path(backend, node, TLS_DIR)
+        files = self.tls.node_files(node, dialled_hosts(backend, nodes, node))
+        for name, content in files.items():
+            backend.write_file(node, f"{directory}/{name}", content)
+        return node_settings(directory)
 
     def _spawn(self, backend: Backend, node: str) -> None:
         backend.spawn(node, ["kraft", "node", "--config", self._path(backend, node, CONFIG)],
@@ -143,14 +208,15 @@ class ReferenceDB(DB):
         """Each node's view of the leader, by node name (None: unknown or unreachable)."""
         views: dict[str, Any] = {}
         for node in nodes:
-            leader = leader_of(backend.client_address(node, "kafka"), timeout=0.5)
+            leader = leader_of(backend.client_address(node, "kafka"), timeout=0.5,
+                               ssl=self.client_ssl)
             views[node] = nodes[leader - 1] if leader is not None and 0 < leader <= len(nodes) \
                 else None
         return views
 
     def collect(self, backend: Backend, node: str, into: Path) -> None:
         into.mkdir(parents=True, exist_ok=True)
-        for name in (LOG, CONFIG, DATA):
+        for name in (LOG, CONFIG, DATA, TLS_DIR):
             with contextlib.suppress(BackendError):
                 backend.fetch(node, self._path(backend, node, name), into)
         events = next(iter(sorted(into.joinpath(DATA).rglob(EVENTS))), None)
@@ -192,10 +258,27 @@ class ReferenceTarget(Target):
     name = "reference"
     ports = {"kafka": 9093, "metrics": 9100}
 
+    def __init__(self) -> None:
+        self._db: ReferenceDB | None = None
+
     def check_node_config(self, node_config: dict[str, str]) -> str | None:
-        """Why the node would refuse these `--node-config` settings, or None (before deploying)."""
+        """Why these `--node-config` settings cannot run (the harness owns them, or the node would
+        refuse them), or None; before deploying."""
         from reference_node.config import ConfigError, from_properties
 
+        owned = [key for key in node_config if key in HARNESS_KEYS]
+        if owned:
+            return (f"{', '.join(owned)}: set by the harness for each node (its id, addresses, "
+                    f"peers, directory, cluster id); the keys it owns are {', '.join(HARNESS_KEYS)}")
+
+        tls_owned = [key for key in node_config if key in TLS_KEYS]
+        if tls_owned:
+            return (f"{', '.join(tls_owned)}: set by the harness with {SECURITY}=ssl, which makes "
+                    f"the certificates per run; the keys it owns then are {', '.join(TLS_KEYS)}")
+        try:
+            _, node_config = split_security(node_config)
+        except ValueError as exc:
+            return str(exc)
         sample = {"node.id": "1", "process.roles": "controller",
                   "controller.quorum.voters": "1@127.0.0.1:9093",
                   "listeners": "CONTROLLER://127.0.0.1:9093", "metadata.log.dir": "/tmp/x",
@@ -207,7 +290,9 @@ class ReferenceTarget(Target):
         return None
 
     def db(self) -> DB:
-        return ReferenceDB()
+        self._db = ReferenceDB()
+        return self._db
 
     def client(self) -> Client:
-        return ReferenceClient()
+        # after db().setup: a TLS run's clients carry the certificate of the run's CA
+        return ReferenceClient(ssl=self._db.client_ssl if self._db is not None else None)

@@ -11,11 +11,14 @@ did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending
 connection, or REQUEST_TIMED_OUT (the node's "appended, but lost leadership before commit") is
 `info`. Leader discovery: the client starts at its own node, asks Metadata who leads, and after
 a not-leader answer moves to the leader the answer (or Metadata) names, for the next operation.
+With an `ssl` context (a run with `--node-config security=ssl`) every connection is TLS, with the
+harness's certificate of the run's CA.
 """
 
 from __future__ import annotations
 
 import contextlib
+from ssl import SSLContext
 
 from kio.schema.errors import ErrorCode
 
@@ -63,10 +66,11 @@ def error_name(code: ErrorCode) -> str:
     return SHORT_NAMES.get(code, code.name.replace("_", "-"))
 
 
-def leader_of(address: tuple[str, int], timeout: float) -> int | None:
+def leader_of(address: tuple[str, int], timeout: float,
+              ssl: SSLContext | None = None) -> int | None:
     """The leader id that the node at `address` reports through Metadata, or None."""
     with contextlib.suppress(WireError, Exception), \
-            KafkaClient(*address, client_id="kraft-harness", timeout=timeout) as client:
+            KafkaClient(*address, client_id="kraft-harness", timeout=timeout, ssl=ssl) as client:
         response = client.call(METADATA, lambda v: metadata_request(v, None), timeout)
         for topic in response.topics:
             for partition in topic.partitions:
@@ -76,7 +80,8 @@ def leader_of(address: tuple[str, int], timeout: float) -> int | None:
 
 
 class ReferenceClient(Client):
-    def __init__(self) -> None:
+    def __init__(self, ssl: SSLContext | None = None) -> None:
+        self.ssl = ssl
         self.addresses: dict[int, tuple[str, int]] = {}
         self.names: dict[int, str] = {}
         self.current = 0
@@ -87,7 +92,7 @@ class ReferenceClient(Client):
         self.addresses = {i + 1: backend.client_address(n, "kafka") for i, n in enumerate(nodes)}
         self.current = nodes.index(node) + 1
         # best effort: start at the leader if the node knows it (not an operation)
-        leader = leader_of(self.addresses[self.current], timeout=1.0)
+        leader = leader_of(self.addresses[self.current], timeout=1.0, ssl=self.ssl)
         if leader in self.addresses:
             self.current = leader
 
@@ -99,14 +104,15 @@ class ReferenceClient(Client):
     def _connection(self, timeout: float) -> KafkaClient:
         if self.conn is None:
             host, port = self.addresses[self.current]
-            self.conn = KafkaClient(host, port, client_id="kraft-harness", timeout=timeout)
+            self.conn = KafkaClient(host, port, client_id="kraft-harness", timeout=timeout,
+                                    ssl=self.ssl)
         return self.conn
 
     def _move_to(self, leader: int | None) -> None:
         """After a not-leader answer: to the named leader, else whom Metadata names, else on to
         the next node (the one we asked may be cut off and know nothing)."""
         if leader is None or leader == self.current or leader not in self.addresses:
-            leader = leader_of(self.addresses[self.current], timeout=0.5)
+            leader = leader_of(self.addresses[self.current], timeout=0.5, ssl=self.ssl)
         self.close()
         if leader is not None and leader != self.current and leader in self.addresses:
             self.current = leader

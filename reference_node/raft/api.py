@@ -23,10 +23,17 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class Receive:
-    """A message arrived from node `src` (a request to answer, or a response to one we sent)."""
+    """A message arrived from node `src` (a request to answer, or a response to one we sent).
+
+    `in_reply_to`: for a response, the request it answers, when the host pairs them by correlation
+    id (the server and the simulator do). The core then ignores an answer to a Fetch that is no
+    longer the latest in flight, as Kafka's RequestManager does: a DivergingEpoch computed for an
+    older fetch offset would truncate what the follower fetched since.
+    """
 
     src: int
     message: Message
+    in_reply_to: Message | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +63,8 @@ class LogFlushed:
 @dataclass(frozen=True, slots=True)
 class Shutdown:
     """Graceful shutdown: a leader resigns and sends EndQuorumEpoch to the voters. The host keeps
-    stepping the core until the EndQuorumEpoch messages are out (`RaftCore.shutdown_complete`)."""
+    stepping the core until `RaftCore.shutdown_complete` (the next leader is known: the voters have
+    heard, and this node's vote was there for the successor) or its shutdown timeout passes."""
 
 
 Input = Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown
@@ -78,8 +86,13 @@ class QuorumState:
 
 @dataclass(frozen=True, slots=True)
 class Send:
+    """A message to node `dst`. A response names the request it answers (`in_reply_to`, the very
+    object the core received): the host answers that request, whatever order the core answers in
+    (a parked Fetch is answered after later requests)."""
+
     dst: int
     message: Message
+    in_reply_to: Message | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,8 @@ class RaftConfig:
     request_timeout_ms: int = 2000
     retry_backoff_ms: int = 20
     append_linger_ms: int = 25
+    """Kafka's default; the host honours it (reference_node/server/linger.py), the core has no
+    clock of its own to linger with."""
     fetch_max_wait_ms: int = 500
     fetch_max_entries: int = 64
     """How many entries one Fetch response carries at most (Kafka bounds it by bytes)."""

@@ -54,6 +54,7 @@ from reference_node.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    LeaderChange,
     Message,
     Request,
     Response,
@@ -63,6 +64,7 @@ from reference_node.raft.messages import (
 )
 from reference_node.raft.states import (
     NEVER,
+    OBSERVER_SESSION_TIMEOUT_MS,
     Candidate,
     Follower,
     Leader,
@@ -93,6 +95,13 @@ __all__ = [
 ]
 
 _BACKOFF_BASE_MS = 100
+
+MAX_EPOCH = 2**31 - 2
+"""The highest epoch a node holds. Epochs are int32 on the wire and in the log, and a candidacy
+runs in the epoch after the current one: a node that adopted 2**31 - 1 (from a forged Vote, say)
+could never campaign again, and its next Vote would not even encode. So a request naming a higher
+epoch is refused (`_refusal`), and a node at MAX_EPOCH does not campaign. Kafka has no such bound:
+its `epoch + 1` would wrap to a negative epoch."""
 
 
 class RaftCore:
@@ -183,12 +192,29 @@ class RaftCore:
 
     def next_deadline_ms(self) -> int:
         """The time at which the core next wants a Tick (it may be in the past: tick at once)."""
+        if self.shutdown_complete:
+            return NEVER  # nothing is left to say: a timer would only spin
         return self.state.deadline(self.now, self.config.request_timeout_ms)
 
     @property
     def shutdown_complete(self) -> bool:
-        """After `Shutdown`: True once nothing more needs saying before the host stops."""
-        return self.shutting_down
+        """After `Shutdown`: True once the node may go, as Kafka's `maybeCompleteShutdown` decides:
+        it is an observer or the only voter, or it knows a leader other than itself.
+
+        Until then it stays, and what it still does is what the next election needs: a resigned
+        leader resends EndQuorumEpoch to each voter that has not answered, and votes. Its vote
+        often decides the election: in three voters, the successor needs one more grant, and
+        the other voter refuses pre-votes while it heard from the old leader within the fetch
+        timeout (KIP-996). Leaving once every voter had answered cost a failover up to the fetch
+        timeout whenever the successor's pre-vote came after the exit (bench/bench_failover.py).
+        A candidate finishes its election (`on_shutdown`). The host bounds the wait with its own
+        shutdown timeout: with no leader coming (its peers down or stopping too), it waits it out.
+        """
+        if not self.shutting_down:
+            return False
+        if not self.is_voter or self.voters.ids == {self.node_id}:
+            return True
+        return self.leader_id is not None and self.leader_id != self.node_id
 
     # --- read-only views ------------------------------------------------------------------------
 
@@ -227,11 +253,15 @@ class RaftCore:
         rows: dict[int, ReplicaDescription] = {}
         if isinstance(state, Leader):
             for rid, prog in state.progress.items():
+                if rid not in self.voters and _observer_expired(prog, self.now):
+                    continue
                 rows[rid] = ReplicaDescription(
                     rid, prog.end_offset, prog.last_fetch_ms, prog.last_caught_up_ms
                 )
+            # The leader's own end offset is what it has flushed, as Kafka's LeaderState counts
+            # it (the same offset the high watermark counts for it).
             rows[self.node_id] = ReplicaDescription(
-                self.node_id, self.log.end_offset, self.now, self.now
+                self.node_id, replication.own_offset(self), self.now, self.now
             )
             hw = self.hw if state.hw_known else -1
         voters = tuple(rows.get(v, ReplicaDescription(v, -1, -1, -1)) for v in self.voters.sorted())
@@ -244,9 +274,14 @@ class RaftCore:
     def send(self, dst: int, message: Message) -> None:
         self._out.messages.append(Send(dst, message))
 
+    def answer(self, dst: int, request: Request, response: Message) -> None:
+        """Send `response` to `request` (received from `dst`)."""
+        self._out.messages.append(Send(dst, response, request))
+
     def refuse(self, dst: int, request: Request, error: ErrorCode) -> None:
         """Answer `request` with `error` and nothing else."""
-        self.send(dst, error_response(request, error, self.responder_leader(), self.epoch))
+        self.answer(dst, request,
+                    error_response(request, error, self.responder_leader(), self.epoch))
 
     def reply(self, reply: ClientReply) -> None:
         self._out.replies.append(reply)
@@ -305,9 +340,14 @@ class RaftCore:
 
     # --- the rules every message shares -----------------------------------------------------------
 
-    def on_message(self, src: int, msg: Message) -> None:
-        """Dispatch: the shared rules first, then the message's handler (see the module doc)."""
+    def on_message(self, src: int, msg: Message, in_reply_to: Message | None = None) -> None:
+        """Dispatch: the shared rules first, then the message's handler (see the module doc).
+        `in_reply_to` is the request a response answers, when the host knows it."""
         if isinstance(msg, Response):
+            if isinstance(msg, FetchResponse) and replication.answers_an_older_fetch(
+                self, in_reply_to
+            ):
+                return
             self._on_response(src, msg)
         elif isinstance(msg, Request):
             self._on_request(src, msg)
@@ -328,11 +368,21 @@ class RaftCore:
         """Why `req` is refused before its handler runs, in Kafka's order, or None."""
         if not self.cluster_ok(req.cluster_id):
             return ErrorCode.inconsistent_cluster_id
+        if req.epoch > MAX_EPOCH:
+            # Adopting it would end this node's elections (see MAX_EPOCH); refused before
+            # anything is persisted. Kafka has no such check (INVALID_REQUEST is its code for a
+            # field no correct peer sends).
+            return ErrorCode.invalid_request
         header_error = route.header(self, req) if route.header is not None else None
         if header_error is not None:
             return header_error
         if req.epoch < self.epoch:
             return ErrorCode.fenced_leader_epoch
+        if req.sender < 0 or req.sender == self.node_id:
+            # Kafka's validateVoterOnlyRequest refuses a negative id. A request in our own name
+            # is forged (a node never sends to itself): on its word we would vote for, or follow,
+            # ourselves.
+            return ErrorCode.invalid_request
         if route.voters_only and (not self.is_voter or req.sender not in self.voters):
             return ErrorCode.inconsistent_voter_set
         return None
@@ -400,9 +450,16 @@ class RaftCore:
             self.epoch, self.voted_id = epoch, None
         self.leader_id = None
         self.persist()
+        old = self.state
         state = self._new_unattached()
         if backoff is not None and self.is_voter:
             state.election_deadline = self.now + backoff
+        elif self.is_voter and isinstance(old, Unattached | Prospective | Candidate):
+            # Kafka's QuorumState.transitionToUnattached: a voter already waiting to campaign
+            # keeps its remaining election time. Restarting it on every newer epoch lets a
+            # candidate whose log loses every vote, retrying within its backoff (< the election
+            # timeout), keep the voters with better logs from ever campaigning: a livelock.
+            state.election_deadline = old.election_deadline
         self._set_state(state)
         if not self.is_voter:
             replication.maybe_fetch(self)
@@ -418,8 +475,11 @@ class RaftCore:
 
     def start_election(self) -> None:
         """The election timer fired: pre-vote first when enabled, else a real candidacy."""
-        if not self.may_campaign:
+        if self.shutting_down:
+            self._stand_down()
             return
+        if not self.may_campaign or self.epoch >= MAX_EPOCH:
+            return  # at MAX_EPOCH: no epoch left to run in; it still votes and follows
         if self.config.pre_vote:
             state = Prospective(election_deadline=self.now + self.random_election_timeout())
             state.granted.add(self.node_id)
@@ -430,6 +490,10 @@ class RaftCore:
             self.become_candidate()
 
     def become_candidate(self) -> None:
+        if self.shutting_down:
+            return  # a stopping node never opens an epoch it would not stay to lead
+        if self.epoch >= MAX_EPOCH:
+            return  # the next epoch would not fit an int32 (see MAX_EPOCH)
         self.epoch, self.leader_id, self.voted_id = self.epoch + 1, None, self.node_id
         self.persist()
         state = Candidate(election_deadline=self.now + self.random_election_timeout())
@@ -445,8 +509,15 @@ class RaftCore:
         start = self.log.epoch_start(self.epoch) if restart else None
         if start is None:
             start = self.log.end_offset
-            change = Entry(start, self.epoch, EntryKind.LEADER_CHANGE, str(self.node_id).encode())
-            self.append_entries([change])
+            # Kafka's LeaderChangeMessage: the epoch's voters and who granted the vote.
+            granted = self.state.granted if isinstance(self.state, Candidate) else set()
+            change = LeaderChange(
+                self.node_id,
+                tuple(self.voters.sorted()),
+                tuple(sorted(v for v in granted | {self.node_id} if v in self.voters)),
+            )
+            self.append_entries([Entry(start, self.epoch, EntryKind.LEADER_CHANGE,
+                                       change.encode())])
         state = Leader(
             epoch_start=start,
             check_quorum_deadline=self.now + self.config.check_quorum_timeout_ms,
@@ -462,6 +533,10 @@ class RaftCore:
         replication.update_hw(self)
 
     def become_leader(self) -> None:
+        """A won election: lead it, or, once shutting down, end the epoch without leading it."""
+        if self.shutting_down:
+            self._resign_elected()
+            return
         self._become_leader()
 
     def _new_resigned(self, successors: tuple[int, ...]) -> Resigned:
@@ -481,7 +556,30 @@ class RaftCore:
                 sorted(state.progress, key=lambda v: (-state.progress[v].end_offset, v))
             )
             successors = tuple(v for v in successors if v in self.voters)
+            # Kafka's transitionToResigned: parked fetches are answered now, not left to expire.
+            # Responses go back in request order, so a vote the successor asks of us on the
+            # same connection would otherwise wait behind its parked fetch.
+            for rid in sorted(state.parked):
+                self.refuse(rid, state.parked[rid][0], ErrorCode.not_leader_or_follower)
+            state.parked = {}
         self._set_state(self._new_resigned(successors))
+        election.send_end_quorum(self)
+
+    def _resign_elected(self) -> None:
+        """Candidate -> Resigned, shutting down: a majority granted the epoch, so it is this node's
+        to end, and the voters trust its EndQuorumEpoch as they would a leader's. Successors: the
+        voters that granted (they answered: likely up), then the rest, each in id order; a new
+        leader knows no one's fetch offset yet to rank them by."""
+        state = self.state
+        assert isinstance(state, Candidate)
+        granted = sorted(v for v in state.granted if v in self.voters and v != self.node_id)
+        rest = [v for v in self.voters.sorted() if v != self.node_id and v not in granted]
+        self.leader_id = self.node_id
+        self.election_retries = 0
+        self.persist()
+        resigned = self._new_resigned(tuple(granted + rest))
+        resigned.election_deadline = NEVER
+        self._set_state(resigned)
         election.send_end_quorum(self)
 
     # --- time and shutdown ----------------------------------------------------------------------
@@ -492,13 +590,44 @@ class RaftCore:
         _TICKS[type(self.state)](self)
 
     def on_shutdown(self) -> None:
+        """Graceful shutdown (Kafka's `GracefulShutdown`): from now on the node never campaigns and
+        never leads; the host keeps stepping it until `shutdown_complete` (a leader is known).
+
+        A leader resigns: EndQuorumEpoch to every voter, most caught-up successor first, resent on
+        the request timeout (sooner after a refusal) to each voter that has not answered. A
+        resigned node (check-quorum) carries on telling the voters, and no longer campaigns.
+
+        A candidate finishes the election it is in, as Kafka's `pollCandidate` does, rather than
+        abandon it: the voters that granted it are bound to it for this epoch, and abandoned they
+        would sit out an election timeout before anyone else could win. As in Kafka, its election
+        timeout no longer applies: it asks the voters that have not answered, each request
+        timeout, until the round is decided. Won, it ends the epoch at once with EndQuorumEpoch
+        (`_resign_elected`), so the voters elect a successor without waiting; Kafka becomes leader
+        and resigns on its next poll, but a stopping node has no use for leading (a LeaderChange
+        record no one would commit, client writes it would fail). Lost (a majority refused), it
+        asks no more and opens no next round.
+
+        A prospective abandons its pre-vote: it holds no one's vote and bumps no epoch, so no one
+        waits on it, and winning it would only start a campaign. Any voter without a leader stays
+        to vote for the next one (Kafka's `pollUnattachedAsVoter`).
+        """
         if self.shutting_down:
             return
+        self.shutting_down = True
         if isinstance(self.state, Leader):
             self.resign()
-        self.shutting_down = True
-        if isinstance(self.state, Resigned):
-            self.state.election_deadline = NEVER
+        self._stand_down()
+        if isinstance(self.state, Prospective):
+            self.state.vote_sent.clear()  # abandoned: nothing to ask again
+
+    def _stand_down(self) -> None:
+        """Shutting down: the timer that would start an election is put out for good (it would
+        only fire again, for nothing). The node stays to vote, never to run."""
+        state = self.state
+        if isinstance(state, Follower):
+            state.fetch_deadline = NEVER
+        elif not isinstance(state, Leader):
+            state.election_deadline = NEVER
 
 
 def _tick_unattached(core: RaftCore) -> None:
@@ -528,6 +657,8 @@ def _tick_follower(core: RaftCore) -> None:
 def _tick_prospective(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Prospective)
+    if core.shutting_down:
+        return  # the pre-vote is abandoned (on_shutdown)
     if core.now >= state.election_deadline:
         election.lose_prevote(core)
         return
@@ -537,6 +668,13 @@ def _tick_prospective(core: RaftCore) -> None:
 def _tick_candidate(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Candidate)
+    if core.shutting_down:
+        # Finish this round (on_shutdown): ask on until it is decided, never back off into another.
+        if state.backoff_until is None:
+            election.resend_votes(core, pre_vote=False)
+        else:
+            state.backoff_until = NEVER  # lost: no next round, so no timer for one
+        return
     if state.backoff_until is not None:
         if core.now >= state.backoff_until:
             core.start_election() if core.config.pre_vote else core.become_candidate()
@@ -561,6 +699,13 @@ def _tick_leader(core: RaftCore) -> None:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     election.send_begin_quorum(core)
     replication.expire_parked(core)
+    for rid in [r for r, p in state.progress.items() if r not in core.voters]:
+        if _observer_expired(state.progress[rid], core.now):
+            del state.progress[rid]  # Kafka's clearInactiveObservers
+
+
+def _observer_expired(progress: ReplicaProgress, now: int) -> bool:
+    return now - progress.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS
 
 
 def _tick_resigned(core: RaftCore) -> None:
@@ -585,7 +730,7 @@ _TICKS = {
 
 
 def _receive(core: RaftCore, inp: Receive) -> None:
-    core.on_message(inp.src, inp.message)
+    core.on_message(inp.src, inp.message, inp.in_reply_to)
 
 
 def _tick(core: RaftCore, inp: Tick) -> None:
@@ -620,7 +765,18 @@ def _voter_key_error(
 
 
 def _malformed_fetch_error(core: RaftCore, req: FetchRequest) -> ErrorCode | None:
-    return ErrorCode.invalid_request if replication.malformed_fetch(req) else None
+    # Kafka's handleFetchRequest refuses a negative MaxWaitMs with the fields malformed_fetch checks.
+    malformed = replication.malformed_fetch(req) or req.max_wait_ms < 0
+    return ErrorCode.invalid_request if malformed else None
+
+
+def _vote_header_error(core: RaftCore, req: VoteRequest) -> ErrorCode | None:
+    """Kafka's handleVoteRequest: a log no candidate has (a negative end, or a last epoch that is
+    not below the one it runs in) is INVALID_REQUEST, before the epoch; then the voter key."""
+    if req.last_offset < 0 or req.last_offset_epoch < 0 or \
+            req.last_offset_epoch >= req.candidate_epoch:
+        return ErrorCode.invalid_request
+    return _voter_key_error(core, req)
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,7 +791,7 @@ class _RequestRoute:
 
 
 _REQUESTS: dict[type, _RequestRoute] = {
-    VoteRequest: _RequestRoute(election.on_vote_request, _voter_key_error, voters_only=True),
+    VoteRequest: _RequestRoute(election.on_vote_request, _vote_header_error, voters_only=True),
     BeginQuorumEpochRequest: _RequestRoute(
         election.on_begin_quorum_request, _voter_key_error, voters_only=True
     ),

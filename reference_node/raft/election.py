@@ -62,8 +62,8 @@ def on_vote_request(core: CoreOps, src: int, req: VoteRequest) -> None:
     granted = can_grant(core, req.candidate_id, up_to_date, req.pre_vote)
     if granted and not req.pre_vote and core.voted_id is None:
         core.grant_vote(req.candidate_id)
-    core.send(
-        src,
+    core.answer(
+        src, req,
         VoteResponse(ErrorCode.none, core.responder_leader(), core.epoch, granted, req.pre_vote),
     )
 
@@ -171,7 +171,8 @@ def on_begin_quorum_request(core: CoreOps, src: int, req: BeginQuorumEpochReques
     # A newer epoch comes with its leader: follow it at once, never unattached in between.
     if req.leader_epoch > core.epoch or core.leader_id is None:
         core.become_follower(req.leader_epoch, req.leader_id)
-    core.send(src, BeginQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
+    core.answer(src, req,
+                BeginQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
 
 
 def on_begin_quorum_response(core: CoreOps, src: int, resp: BeginQuorumEpochResponse) -> None:
@@ -225,11 +226,18 @@ def on_end_quorum_request(core: CoreOps, src: int, req: EndQuorumEpochRequest) -
     if isinstance(state, Follower) and core.leader_id == req.leader_id:
         deadline = core.now + successor_delay_ms(core, req.preferred_successors)
         state.fetch_deadline = min(state.fetch_deadline, deadline)
-    core.send(src, EndQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
+    core.answer(src, req,
+                EndQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))
 
 
 def on_end_quorum_response(core: CoreOps, src: int, resp: EndQuorumEpochResponse) -> None:
+    """An answer for this epoch acknowledges; a refusal is retried after the retry backoff, as
+    Kafka's request manager retries a failed request, rather than the full request timeout."""
     state = core.state
-    if isinstance(state, Resigned) and resp.error == ErrorCode.none:
+    if not isinstance(state, Resigned) or src not in state.unacked:
+        return
+    if resp.error == ErrorCode.none and resp.leader_epoch == core.epoch:
         state.unacked.discard(src)
         state.end_sent.pop(src, None)
+    else:
+        state.end_sent[src] = core.now - core.config.request_timeout_ms + core.config.retry_backoff_ms

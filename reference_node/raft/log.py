@@ -1,16 +1,23 @@
-"""`RaftLog`: the core's in-memory view of the replicated log, with an epoch index.
+"""`RaftLog`: the core's view of the replicated log, with an epoch index.
 
 The host owns the disk; this is what the core believes the log holds (written or about to be), and
 `flushed_end` is what the host has reported durable. Entries are dense from `start_offset` (which
 is above 0 once the log begins at a snapshot, KIP-630). The epoch index is Kafka's leader-epoch
 cache: for each epoch in the log, the offset of its first entry.
+
+As etcd raft splits its log into `Storage` and `unstable`, a host may hand over what its disk held
+at start as a `StoredEntries` rather than a list: the core then keeps only what it appended since
+in memory, reads older entries through it, and takes the epoch index from the storage's
+leader-epoch cache instead of reading every entry. A truncation into that prefix only shortens it
+(the host truncates its disk in the same order). The simulator hands over lists.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, overload
 
 from reference_node.raft.messages import DivergingEpoch, Entry
 
@@ -31,46 +38,129 @@ class LogView(Protocol):
     def entries(self) -> list[Entry]: ...
 
 
+class StoredEntries(Sequence[Entry]):
+    """Entries a host's storage held at start, from the log start to `end_offset`: read-only.
+
+    The host implements `read` and `epoch_starts`; reads only ask for offsets below
+    `end_offset`, which the host must serve whatever its disk thread does meanwhile (appends past
+    it, truncations the core already made). Being a `Sequence[Entry]`, it can go wherever a
+    list of entries goes (e.g. `RaftCore(log=...)`); `RaftLog` recognises it and does not copy it.
+    """
+
+    start_offset: int
+    end_offset: int
+
+    @abstractmethod
+    def read(self, start: int, end: int) -> Sequence[Entry]:
+        """The entries in [start, end), a sub-range of [start_offset, end_offset)."""
+
+    @abstractmethod
+    def epoch_starts(self) -> list[tuple[int, int]]:
+        """(epoch, offset of its first entry) for every epoch below `end_offset`, ascending."""
+
+    def __len__(self) -> int:
+        return self.end_offset - self.start_offset
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(len(self))
+            got = self.read(self.start_offset + lo, self.start_offset + max(lo, hi))
+            return got if step == 1 else got[::step]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.read(self.start_offset + index, self.start_offset + index + 1)[0]
+
+
 class RaftLog:
-    __slots__ = ("_entries", "_epoch_offsets", "_epochs", "flushed_end", "start_epoch", "start_offset")
+    __slots__ = (
+        "_entries", "_epoch_offsets", "_epochs", "_stored", "_stored_end", "flushed_end",
+        "start_epoch", "start_offset",
+    )
 
     def __init__(self, entries: Sequence[Entry] = (), start_offset: int = 0, start_epoch: int = 0):
         self.start_offset = start_offset
         self.start_epoch = start_epoch
         self._entries: list[Entry] = []
+        """Entries from `_stored_end` on, in memory."""
         self._epochs: list[int] = []
         self._epoch_offsets: list[int] = []
-        for entry in entries:
-            self.append(entry)
+        self._stored: StoredEntries | None = None
+        self._stored_end = start_offset
+        """Entries below it (from `start_offset`) are read from `_stored`."""
+        if isinstance(entries, StoredEntries):
+            self._adopt(entries)
+        else:
+            for entry in entries:
+                self.append(entry)
         self.flushed_end = self.end_offset
+
+    def _adopt(self, stored: StoredEntries) -> None:
+        if stored.start_offset != self.start_offset:
+            raise ValueError(
+                f"stored entries start at {stored.start_offset}, the log at {self.start_offset}"
+            )
+        self._stored = stored
+        self._stored_end = stored.end_offset
+        for epoch, offset in stored.epoch_starts():
+            if offset >= stored.end_offset:
+                break
+            if self._epochs and epoch <= self._epochs[-1]:
+                raise ValueError(f"stored epoch {epoch} at {offset} does not ascend")
+            self._epochs.append(epoch)
+            self._epoch_offsets.append(max(offset, self.start_offset))
 
     @property
     def end_offset(self) -> int:
-        return self.start_offset + len(self._entries)
+        return self._stored_end + len(self._entries)
 
     @property
     def last_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else self.start_epoch
+        if self._entries:
+            return self._entries[-1].epoch
+        if self._stored_end > self.start_offset:
+            return self._epochs[-1]
+        return self.start_epoch
 
     def epoch_at(self, offset: int) -> int:
         """Epoch of the entry at `offset`; `start_epoch` just below the start."""
         if offset < self.start_offset:
             return self.start_epoch
-        return self._entries[offset - self.start_offset].epoch
+        if offset < self._stored_end:
+            return self._epochs[bisect_right(self._epoch_offsets, offset) - 1]
+        return self._entries[offset - self._stored_end].epoch
 
     def entry(self, offset: int) -> Entry:
-        return self._entries[offset - self.start_offset]
+        if offset < self._stored_end:
+            return self._read_stored(offset, offset + 1)[0]
+        return self._entries[offset - self._stored_end]
 
     def get(self, offset: int) -> Entry | None:
-        index = offset - self.start_offset
+        if self.start_offset <= offset < self._stored_end:
+            return self._read_stored(offset, offset + 1)[0]
+        index = offset - self._stored_end
         return self._entries[index] if 0 <= index < len(self._entries) else None
 
     def read(self, start: int, end: int, limit: int | None = None) -> tuple[Entry, ...]:
-        lo = max(start, self.start_offset) - self.start_offset
-        hi = min(end, self.end_offset) - self.start_offset
+        lo = max(start, self.start_offset)
+        hi = min(end, self.end_offset)
         if limit is not None:
             hi = min(hi, lo + limit)
-        return tuple(self._entries[lo:hi]) if hi > lo else ()
+        if hi <= lo:
+            return ()
+        if lo >= self._stored_end:
+            return tuple(self._entries[lo - self._stored_end : hi - self._stored_end])
+        stored = self._read_stored(lo, min(hi, self._stored_end))
+        return (*stored, *self._entries[: max(hi - self._stored_end, 0)])
+
+    def _read_stored(self, start: int, end: int) -> Sequence[Entry]:
+        assert self._stored is not None and self.start_offset <= start < end <= self._stored_end
+        return self._stored.read(start, end)
 
     def append(self, entry: Entry) -> None:
         if entry.offset != self.end_offset:
@@ -85,7 +175,10 @@ class RaftLog:
     def truncate(self, offset: int) -> None:
         """Remove every entry at or after `offset`."""
         offset = max(offset, self.start_offset)
-        del self._entries[offset - self.start_offset :]
+        if offset < self._stored_end:
+            self._entries.clear()
+            self._stored_end = offset
+        del self._entries[offset - self._stored_end :]
         while self._epoch_offsets and self._epoch_offsets[-1] >= offset:
             self._epochs.pop()
             self._epoch_offsets.pop()
@@ -124,4 +217,6 @@ class RaftLog:
 
     def entries(self) -> list[Entry]:
         """A copy of the entries (for the host and tests; the core never copies on its hot path)."""
-        return list(self._entries)
+        if self._stored_end == self.start_offset:
+            return list(self._entries)
+        return list(self.read(self.start_offset, self.end_offset))

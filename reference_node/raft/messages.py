@@ -43,6 +43,7 @@ __all__ = [
     "ErrorCode",
     "FetchRequest",
     "FetchResponse",
+    "LeaderChange",
     "Message",
     "Request",
     "Response",
@@ -56,11 +57,14 @@ NO_LEADER = -1
 
 
 class EntryKind(enum.Enum):
-    """What a log entry holds: client data, or a control record Raft itself writes."""
+    """What a log entry holds: client data, or a control record."""
 
     DATA = "data"
     LEADER_CHANGE = "leader-change"
     """Written by a new leader as the first entry of its epoch (KIP-595); lets the HW advance."""
+    CONTROL = "control"
+    """Any other control record (a type this node does not interpret, e.g. one a newer Kafka
+    writes): replicated and stored byte for byte under its own type, never read as anything else."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +73,51 @@ class Entry:
 
     `offset` is its position (0-based, dense), `epoch` the leader epoch that appended it. For
     `EntryKind.DATA` the payload is the record value as the client gave it (the `append` workload
-    uses the ASCII decimal of an integer); for control records it is an opaque encoding the host may
-    ignore (for LEADER_CHANGE: the ASCII decimal of the leader id).
+    uses the ASCII decimal of an integer); for LEADER_CHANGE it is `LeaderChange.encode()`; for
+    CONTROL the control record's value as it was written, with its type in `control_type`.
     """
 
     offset: int
     epoch: int
     kind: EntryKind
     payload: bytes
+    control_type: int | None = None
+    """Kafka's ControlRecordType of an `EntryKind.CONTROL` entry (None for the other kinds)."""
 
     @property
     def is_control(self) -> bool:
         return self.kind is not EntryKind.DATA
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """The LeaderChange control record's content (Kafka's LeaderChangeMessage): the leader, the
+    voters of its epoch, and the voters that granted it their vote (the leader among them).
+
+    Kept as a small text in the entry's payload so that the core stays free of wire codecs; the
+    host writes Kafka's LeaderChangeMessage to disk and the wire (server/translate.py).
+    """
+
+    leader_id: int
+    voters: tuple[int, ...] = ()
+    granting_voters: tuple[int, ...] = ()
+
+    def encode(self) -> bytes:
+        def ids(values: tuple[int, ...]) -> str:
+            return ",".join(str(v) for v in values)
+
+        return f"{self.leader_id};{ids(self.voters)};{ids(self.granting_voters)}".encode()
+
+    @classmethod
+    def decode(cls, payload: bytes) -> LeaderChange:
+        """The inverse of `encode`; a bare leader id (the older payload) reads as no voters."""
+        leader, _, rest = payload.decode().partition(";")
+        voters, _, granting = rest.partition(";")
+
+        def ids(text: str) -> tuple[int, ...]:
+            return tuple(int(v) for v in text.split(",") if v)
+
+        return cls(int(leader), ids(voters), ids(granting))
 
 
 @dataclass(frozen=True, slots=True)

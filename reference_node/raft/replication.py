@@ -64,16 +64,14 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     prog = state.progress.get(rid)
     if prog is None:
         prog = state.progress[rid] = ReplicaProgress()
-    prog.last_fetch_ms = core.now
+    if diverging is None:
+        prog.fetched(core.now, req.fetch_offset, own_offset(core))
+    else:
+        prog.last_fetch_ms = core.now
     if rid in core.voters:
         state.endorsed.add(rid)
         state.begin_sent.pop(rid, None)
         _note_quorum_contact(core, state, rid)
-    if diverging is None:
-        if req.fetch_offset > prog.end_offset:
-            prog.end_offset = req.fetch_offset
-        if req.fetch_offset >= core.log.end_offset:
-            prog.last_caught_up_ms = core.now
     state.parked.pop(rid, None)
     if rid in core.voters and diverging is None:
         update_hw(core)
@@ -84,7 +82,7 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     ):
         state.parked[rid] = (req, core.now + req.max_wait_ms)
         return
-    core.send(src, _fetch_response(core, state, req))
+    core.answer(src, req, _fetch_response(core, state, req))
 
 
 def _note_quorum_contact(core: CoreOps, state: Leader, rid: int) -> None:
@@ -124,7 +122,8 @@ def wake_parked(core: CoreOps) -> None:
     parked = state.parked
     state.parked = {}
     for rid in sorted(parked):
-        core.send(rid, _fetch_response(core, state, parked[rid][0]))
+        req = parked[rid][0]
+        core.answer(rid, req, _fetch_response(core, state, req))
 
 
 def expire_parked(core: CoreOps) -> None:
@@ -135,7 +134,7 @@ def expire_parked(core: CoreOps) -> None:
         req, expiry = state.parked[rid]
         if core.now >= expiry:
             del state.parked[rid]
-            core.send(rid, _fetch_response(core, state, req))
+            core.answer(rid, req, _fetch_response(core, state, req))
 
 
 def update_hw(core: CoreOps) -> None:
@@ -291,9 +290,22 @@ def maybe_fetch(core: CoreOps) -> None:
     last_epoch = core.log.epoch_at(offset - 1) if offset > core.log.start_offset else (
         core.log.start_epoch
     )
-    core.send(target, FetchRequest(core.cluster_id, core.node_id, core.epoch, offset, last_epoch,
-                                   core.config.fetch_max_wait_ms))
+    request = FetchRequest(core.cluster_id, core.node_id, core.epoch, offset, last_epoch,
+                           core.config.fetch_max_wait_ms)
+    core.send(target, request)
     state.fetch_sent_ms = core.now
+    state.fetch_in_flight = request
+
+
+def answers_an_older_fetch(core: CoreOps, request: object) -> bool:
+    """A Fetch answer paired with a request that is not our latest fetch: a retry superseded it
+    (the first timed out) or we moved on. Kafka's RequestManager ignores such answers; acting on
+    one could truncate, on a DivergingEpoch computed for an older offset, entries fetched since."""
+    if request is None:
+        return False  # the host does not pair answers with requests: trust it
+    state = core.state
+    in_flight = state.fetch_in_flight if isinstance(state, Follower | Unattached) else None
+    return request != in_flight
 
 
 def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:

@@ -35,6 +35,7 @@ class Unattached:
     election_deadline: int = NEVER
     fetch_sent_ms: int | None = None
     fetch_retry_at: int = 0
+    fetch_in_flight: FetchRequest | None = None
 
     def deadline(self, now: int, request_timeout: int) -> int:
         if self.election_deadline != NEVER:
@@ -83,6 +84,8 @@ class Follower:
     fetch_deadline: int
     fetch_sent_ms: int | None = None
     fetch_retry_at: int = 0
+    fetch_in_flight: FetchRequest | None = None
+    """The latest fetch sent: only its answer is acted on."""
     last_fetch_ok_ms: int | None = None
 
     def deadline(self, now: int, request_timeout: int) -> int:
@@ -90,11 +93,31 @@ class Follower:
         return min(self.fetch_deadline, nxt)
 
 
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+"""Kafka's LeaderState constant: an observer that has not fetched for this long is forgotten."""
+
+
 @dataclass(slots=True)
 class ReplicaProgress:
+    """A replica's progress as the leader sees it (Kafka's LeaderState.ReplicaState)."""
+
     end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    leader_end_at_last_fetch: int = -1
+    """The leader's log end offset when this replica last fetched: a fetch that reaches it proves
+    the replica was caught up at the time of that earlier fetch."""
+
+    def fetched(self, now: int, fetch_offset: int, leader_end: int) -> None:
+        """Kafka's updateFollowerState: LastCaughtUpTimestamp is the last time the replica's
+        fetch offset reached the leader's end offset, now or as of its previous fetch."""
+        if fetch_offset >= leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
+        elif 0 < self.leader_end_at_last_fetch <= fetch_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.leader_end_at_last_fetch = leader_end
+        self.last_fetch_ms = max(self.last_fetch_ms, now)
+        self.end_offset = max(self.end_offset, fetch_offset)
 
 
 @dataclass(slots=True)

@@ -6,6 +6,14 @@ passes the batch), Fetch from consumers (records below the high watermark, alway
 core: linearizable, unless `read.mode=leader` turned on its stale-leader-reads switch), ListOffsets
 and DescribeQuorum.
 
+The log keeps each record's value and nothing else (docs/contracts.md). What it cannot keep is
+refused, never dropped: a record with a key, headers or a null value gets INVALID_RECORD (as Kafka
+refuses a keyless record on a compacted topic), and a ListOffsets lookup by timestamp gets
+UNSUPPORTED_FOR_MESSAGE_FORMAT (Kafka's answer for a log without timestamps; Fetch stamps records
+with the time they are read). Otherwise the answers follow Kafka's: a partition without a leader
+is a partition error in Metadata, not a topic error; ListOffsets "latest" is OFFSET_NOT_AVAILABLE
+while a new leader does not know its high watermark.
+
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
 version asked. Handlers raise nothing for anything a client sends: a request that cannot be
 served gets its error code.
@@ -19,6 +27,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from kio.records.readers import read_batch
+
 from reference_node.config import Endpoint
 from reference_node.raft.api import AppendReply, QuorumDescription, ReadReply
 from reference_node.raft.messages import Entry, ErrorCode
@@ -27,13 +37,17 @@ from reference_node.server.translate import entries_to_records
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
 from reference_node.wire.errors import ProtocolError
-from reference_node.wire.records import parse_batches
+from reference_node.wire.records import CONTROL_ATTRIBUTE
 
 TOPIC = apis.METADATA_TOPIC
 PARTITION = apis.METADATA_PARTITION
 EARLIEST, LATEST = -2, -1
 READ_TIMEOUT_S = 5.0
+MAX_FETCH_WAIT_S = 30.0
+"""A consumer Fetch is parked at most this long, whatever its MaxWaitMs (up to 24 days): Kafka's
+clients give up on a request after request.timeout.ms, 30 s by default."""
 _ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21  # base offset, length, leader epoch, magic, CRC come first
 _COMPRESSION_MASK = 0x07
 _ENTRY_OVERHEAD = 16  # bytes a one-record entry costs in a batch beyond its value, roughly
 
@@ -87,9 +101,9 @@ class ClientApi:
             if ep is not None:
                 brokers.append({"node_id": vid, "host": ep.host, "port": ep.port, "rack": None})
         voters = node.voter_ids()
-        ours: dict[str, Any] = {"error_code": ErrorCode.none if leader is not None
-                else ErrorCode.leader_not_available,
-                "name": TOPIC, "topic_id": None, "is_internal": True,
+        # Kafka's metadata cache reports a missing leader on the partition only: the topic exists.
+        ours: dict[str, Any] = {
+                "error_code": ErrorCode.none, "name": TOPIC, "topic_id": None, "is_internal": True,
                 "partitions": [{"error_code": ErrorCode.none if leader is not None
                                 else ErrorCode.leader_not_available,
                                 "partition_index": PARTITION,
@@ -100,9 +114,7 @@ class ClientApi:
         topics: list[dict[str, Any]] = [ours]
         if req.body.topics is not None:
             names = [t.name for t in req.body.topics]
-            topics = [ours if name == TOPIC else
-                      {"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
-                       "topic_id": None, "is_internal": False, "partitions": []}
+            topics = [ours if name == TOPIC else _not_a_topic(name, req.api_version)
                       for name in names]
         return _response(req, {"throttle_time": 0, "brokers": brokers,
                                "cluster_id": node.cluster_id,
@@ -145,6 +157,8 @@ class ClientApi:
         except _Compressed:
             return _produce_error(ErrorCode.unsupported_compression_type,
                                   "compressed batches are not supported")
+        except _Unkept as exc:
+            return _produce_error(ErrorCode.invalid_record, _UNKEPT_MESSAGE, exc.record_errors)
         if not payloads:
             return _produce_error(ErrorCode.invalid_record, "no records")
         waiting = self.node.append(payloads)
@@ -170,7 +184,7 @@ class ClientApi:
 
     async def fetch(self, req: Request) -> Any:
         body = req.body
-        max_wait = body.max_wait.total_seconds()
+        max_wait = min(body.max_wait.total_seconds(), MAX_FETCH_WAIT_S)
         wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
         out: dict[str, list[dict[str, Any]]] = {}
         ours = [(n, p) for n, p in wanted if n == TOPIC and int(p.partition) == PARTITION]
@@ -236,13 +250,25 @@ class ClientApi:
                     parts.append({"partition_index": index,
                                   "error_code": ErrorCode.not_leader_or_follower})
                 else:
-                    ts = int(p.timestamp)
-                    offset = node.log_start_offset() if ts == EARLIEST else node.high_watermark()
-                    parts.append({"partition_index": index, "error_code": ErrorCode.none,
-                                  "timestamp": -1, "offset": offset, "old_style_offsets": [offset],
-                                  "leader_epoch": node.epoch()})
+                    parts.append({"partition_index": index, **self._offset_at(int(p.timestamp))})
             topics.append({"name": t.name, "partitions": parts})
         return _response(req, {"throttle_time": 0, "topics": topics})
+
+    def _offset_at(self, timestamp: int) -> dict[str, Any]:
+        """The leader's answer for one timestamp, as Kafka's `Partition.fetchOffsetForTimestamp`
+        gives it to a consumer."""
+        node = self.node
+        if timestamp == EARLIEST:
+            # Kafka names the epoch of the log's first record, or none; the current epoch would
+            # be wrong for every log that outlived its first leader.
+            return _listed_offset(node.log_start_offset(), -1)
+        if timestamp != LATEST:
+            return {"error_code": ErrorCode.unsupported_for_message_format}
+        if node.describe_quorum().high_watermark < 0:
+            # A new leader's high watermark is unknown until its epoch commits: the old one would
+            # name an end that is already behind.
+            return {"error_code": ErrorCode.offset_not_available}
+        return _listed_offset(node.high_watermark(), node.epoch())
 
     async def describe_quorum(self, req: Request) -> Any:
         node = self.node
@@ -281,29 +307,69 @@ class _Compressed(Exception):
     pass
 
 
+class _Unkept(Exception):
+    """Records the log cannot keep whole: Produce's RecordErrors (index within the request's
+    records, why)."""
+
+    def __init__(self, record_errors: list[dict[str, Any]]) -> None:
+        super().__init__(record_errors)
+        self.record_errors = record_errors
+
+
+_UNKEPT_MESSAGE = "this log keeps record values only: no keys, headers or null values"
+
+
 def _payloads(records: bytes | None) -> tuple[bytes, ...]:
+    """The values of the request's records, in order; refuses what cannot be appended as is."""
+    out: list[bytes] = []
+    unkept: list[dict[str, Any]] = []
+    for batch in _batches(records):
+        if batch.attributes & CONTROL_ATTRIBUTE:
+            raise ProtocolError("clients may not produce control batches")
+        for record in batch.records:
+            why = _unkept_part(record)
+            if why is not None:
+                unkept.append({"batch_index": len(out), "batch_index_error_message": why})
+            out.append(record.value or b"")
+    if unkept:
+        raise _Unkept(unkept)
+    return tuple(out)
+
+
+def _batches(records: bytes | None) -> list[Any]:
+    """Whole uncompressed v2 batches filling `records` exactly (kio's RecordBatch)."""
     if not records:
-        return ()
+        return []
     data = bytes(records)
+    batches = []
     pos = 0
-    while pos + 23 <= len(data):
+    while pos < len(data):
+        if len(data) - pos < _ATTRIBUTES_AT + _ATTRIBUTES.size:
+            raise ProtocolError("records are not whole v2 record batches")
         (length,) = struct.unpack_from(">i", data, pos + 8)
-        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + 21)
+        (attributes,) = _ATTRIBUTES.unpack_from(data, pos + _ATTRIBUTES_AT)
         if attributes & _COMPRESSION_MASK:
             raise _Compressed
-        if length < 0:
-            break
-        pos += 12 + length
-    batches = parse_batches(data)
-    consumed = sum(1 for _ in batches)
-    if consumed == 0 or pos != len(data):
-        raise ProtocolError("records are not whole v2 record batches")
-    out: list[bytes] = []
-    for batch in batches:
-        if batch.is_control:
-            raise ProtocolError("clients may not produce control batches")
-        out.extend(value if value is not None else b"" for _, _, value in batch.records)
-    return tuple(out)
+        end = pos + 12 + length
+        if length < 0 or end > len(data):
+            raise ProtocolError("records are not whole v2 record batches")
+        try:
+            batch, size = read_batch(data[:end], pos)
+        except Exception as exc:
+            raise ProtocolError(f"bad record batch at byte {pos}: {exc}") from exc
+        batches.append(batch)
+        pos += size
+    return batches
+
+
+def _unkept_part(record: Any) -> str | None:
+    if record.key is not None:
+        return "record key"
+    if record.headers:
+        return "record headers"
+    if record.value is None:
+        return "null value"
+    return None
 
 
 def _limit(records: tuple[Entry, ...], max_bytes: int) -> tuple[Entry, ...]:
@@ -315,13 +381,32 @@ def _limit(records: tuple[Entry, ...], max_bytes: int) -> tuple[Entry, ...]:
     return records
 
 
+def _not_a_topic(name: str | None, version: int) -> dict[str, Any]:
+    """Metadata's answer for a topic that is not ours. A null name asks by topic id (v10+):
+    Kafka refuses that below v12 (INVALID_REQUEST) and knows no such id from v12 on; the answer
+    names it "" where the response cannot carry a null name."""
+    if name is None:
+        code = ErrorCode.unknown_topic_id if version >= 12 else ErrorCode.invalid_request
+        return {"error_code": code, "name": None if version >= 12 else "", "topic_id": None,
+                "is_internal": False, "partitions": []}
+    return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": None,
+            "is_internal": False, "partitions": []}
+
+
 def _or_minus(value: int | None) -> int:
     return -1 if value is None else value
 
 
-def _produce_error(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _produce_error(code: ErrorCode, message: str | None = None,
+                   record_errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"error_code": code, "base_offset": -1, "log_append_time": None,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+            "log_start_offset": -1, "record_errors": record_errors or [],
+            "error_message": message}
+
+
+def _listed_offset(offset: int, epoch: int) -> dict[str, Any]:
+    return {"error_code": ErrorCode.none, "timestamp": -1, "offset": offset,
+            "old_style_offsets": [offset], "leader_epoch": epoch}
 
 
 def _fetch_error(index: int, code: ErrorCode, leader: int | None = None, epoch: int = -1,

@@ -20,7 +20,6 @@ to the oldest pending request of that kind from that peer and answers it on its 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import itertools
@@ -52,18 +51,21 @@ from reference_node.raft.config import RaftConfig
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
 from reference_node.server.events import EventsWriter
-from reference_node.server.listener import Listener
+from reference_node.server.linger import AppendLinger
+from reference_node.server.listener import ConnectionLimits, Listener
 from reference_node.server.metrics import Metrics, serve_metrics
 from reference_node.server.peers import Peers
 from reference_node.server.storage_adapter import Disk
 from reference_node.storage.errors import StorageError
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
-from reference_node.wire.errors import WireError
+from reference_node.wire.errors import ProtocolError, WireError
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
+_DRAIN_S = 1.0
+"""At most this long past the shutdown timeout for the last Readies to be carried out."""
 _RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH)
 
 
@@ -88,6 +90,9 @@ class FatalError(Exception):
 
 
 class NodeHost:
+    _pump_busy = False
+    """The pump is carrying out Readies (stop waits for it to finish)."""
+
     def __init__(self, cfg: NodeConfig) -> None:
         from reference_node.raft.core import RaftCore
 
@@ -106,14 +111,19 @@ class NodeHost:
         )
         self.metrics = Metrics(cfg.node_id, self._gauges)
         self.peers = Peers(cfg.node_id, {i: e for i, e in cfg.voters.items() if i != cfg.node_id},
-                           cfg.request_timeout_ms, cfg.retry_backoff_ms)
+                           cfg.request_timeout_ms, cfg.retry_backoff_ms, ssl=cfg.peer_ssl())
         self.client_api = ClientApi(self)
-        self.listener = Listener(self.dispatch)
+        self.linger = AppendLinger(cfg.append_linger_ms, self._step_appends)
+        self.listener = Listener(self.dispatch, ConnectionLimits(
+            cfg.socket_request_max_bytes, cfg.queued_max_request_bytes,
+            cfg.connections_max_idle_ms))
         self.learned: dict[int, Endpoint] = {}
         self._wake = asyncio.Event()
         self._ids = itertools.count(1)
         self._clients: dict[int, tuple[asyncio.Future[Any], float]] = {}
-        self._inbound: dict[tuple[int, type], collections.deque[asyncio.Future[Any]]] = {}
+        self._inbound: dict[int, tuple[m.Request, asyncio.Future[Any]]] = {}
+        """Raft requests handed to the core and not answered yet, by identity: the core names
+        the request each response answers (`Send.in_reply_to`), in whatever order it answers."""
         self._hw_waiters: asyncio.Future[None] | None = None
         self._flush_running = False
         self._flush_wanted = False
@@ -126,7 +136,8 @@ class NodeHost:
 
     async def start(self) -> None:
         self.events.start()
-        self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port)
+        self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
+                                              ssl=self.cfg.listener_ssl())
         self._spawn(self._pump())
         self._spawn(self._ticker())
         self._metrics_server = None
@@ -139,14 +150,23 @@ class NodeHost:
         self._wake.set()
 
     async def stop(self, graceful: bool = True) -> None:
-        """Resign (EndQuorumEpoch) when graceful, then close everything; data stays durable."""
+        """Close everything; data stays durable. Graceful: step `Shutdown` first and keep serving
+        (ticks, peers' answers and requests) until the core may go (`RaftCore.shutdown_complete`:
+        it knows the next leader, having resent EndQuorumEpoch and voted for it) or
+        `shutdown.timeout.ms` has passed; then let the last output out."""
+        # Appends still lingering reach the core now: refused (certainly not appended) rather
+        # than left unanswered.
+        self.linger.drain()
         if graceful:
             self.step(Shutdown())
-            deadline = time.monotonic() + self.cfg.request_timeout_ms / 1000.0
+            deadline = time.monotonic() + self.cfg.shutdown_timeout_ms / 1000.0
             while not self.core.shutdown_complete and time.monotonic() < deadline:
                 await asyncio.sleep(TICK_S)
-            # let the EndQuorumEpoch requests reach the wire
-            await asyncio.sleep(0.05)
+            if not self.core.shutdown_complete:
+                log.warning("graceful shutdown timed out after %d ms (state %s)",
+                            self.cfg.shutdown_timeout_ms, self.core.state_name)
+            await self._let_output_out(deadline + _DRAIN_S)
+        self.linger.close()
         await self.listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
@@ -161,6 +181,15 @@ class NodeHost:
         self.events.stop()
         self.events.close()
         self.disk.close()
+
+    async def _let_output_out(self, deadline: float) -> None:
+        """Until the pump has carried out every Ready (the last EndQuorumEpoch, a vote granted on
+        the way out, each behind its fsync), then one more tick for the loop to write what they
+        sent: requests on their spawned tasks, responses on the listener's connections."""
+        while (self._pump_busy or self._wake.is_set() or self.core.has_ready()) \
+                and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(TICK_S)
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
@@ -196,10 +225,12 @@ class NodeHost:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            self._pump_busy = True
             while self.core.has_ready():
                 ready = self.core.ready()
                 self.core.advance(ready)
                 await self._carry_out(ready)
+            self._pump_busy = False
 
     async def _carry_out(self, ready: Ready) -> None:
         if ready.quorum_state is not None:
@@ -277,20 +308,21 @@ class NodeHost:
     def _send(self, send: Send) -> None:
         msg = send.message
         if isinstance(msg, m.Response):
-            queue = self._inbound.get((send.dst, type(msg)))
-            while queue:
-                fut = queue.popleft()
-                if not fut.done():
-                    fut.set_result(msg)
-                    return
-            log.debug("no pending request from %d for %s", send.dst, type(msg).__name__)
+            request = send.in_reply_to
+            pending = self._inbound.pop(id(request), None) if request is not None else None
+            if pending is not None and pending[0] is request and not pending[1].done():
+                pending[1].set_result(msg)
+            else:
+                log.debug("no pending request from %d for %s", send.dst, type(msg).__name__)
             return
         self._spawn(self._rpc(send.dst, msg))
 
     async def _rpc(self, dst: int, msg: m.Request) -> None:
         api_key = translate.RAFT_REQUEST_KEYS[type(msg)]
         try:
-            answer = await self.peers.request(dst, translate.request_to_kio(msg, self.cfg.listen))
+            # Built at the version negotiated with the peer; none in common fails like a send
+            # that never left (Peers logs why), and the core's timers retry it.
+            answer = await self.peers.request(dst, translate.outbound_request(msg, self.cfg.listen))
         except WireError as exc:
             log.debug("%s to %d failed: %s", type(msg).__name__, dst, exc)
             return
@@ -303,7 +335,9 @@ class NodeHost:
             # Kafka's VoteResponse has no PreVote field: the round is known by the request.
             response = dataclasses.replace(response, pre_vote=msg.pre_vote)
         self._learn(dst, answer)
-        self.step(Receive(dst, response))
+        # Paired with its request, so that the core can ignore an answer to a fetch that a newer
+        # one superseded (the connection matched them by correlation id).
+        self.step(Receive(dst, response, msg))
 
     def _learn(self, src: int, body: Any) -> None:
         learned = translate.learned_endpoints(body)
@@ -318,25 +352,37 @@ class NodeHost:
         try:
             msg = translate.request_from_kio(req.api_key, req.body)
         except translate.NotOurPartition as exc:
-            log.info("refusing %s: %s", apis.API_NAMES.get(req.api_key), exc)
-            return None
-        src = msg.sender
-        self._learn(src, req.body)
+            # Kafka's order: another cluster first, then a request that does not name exactly
+            # our partition is INVALID_REQUEST, both as a top-level error.
+            cluster_id = getattr(req.body, "cluster_id", None)
+            code = m.ErrorCode.invalid_request if cluster_id in (None, self.cluster_id) \
+                else m.ErrorCode.inconsistent_cluster_id
+            answer = translate.refusal_to_kio(req.api_key, req.api_version, code)
+            if answer is None:
+                raise ProtocolError(f"{apis.API_NAMES.get(req.api_key)} v{req.api_version} "
+                                    f"refused ({exc}) and it has no error field") from None
+            log.debug("refusing %s: %s", apis.API_NAMES.get(req.api_key), exc)
+            return answer
         if msg.cluster_id is not None and msg.cluster_id != self.cluster_id:
             return self._raft_error(req, msg, m.ErrorCode.inconsistent_cluster_id)
+        src = msg.sender
+        # Endpoints are learned once the request is known to be of this cluster.
+        self._learn(src, req.body)
+        if isinstance(msg, m.FetchRequest) and msg.max_wait_ms > self.cfg.request_timeout_ms:
+            # Parked longer, the answer would reach a fetcher that gave up on it (its request
+            # timeout); a forged MaxWaitMs of 24 days would hold the request that long.
+            msg = dataclasses.replace(msg, max_wait_ms=self.cfg.request_timeout_ms)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        queue = self._inbound.setdefault((src, m.RESPONSE_TO[type(msg)]), collections.deque())
-        queue.append(fut)
+        self._inbound[id(msg)] = (msg, fut)
         self.step(Receive(src, msg))
         wait = self.cfg.request_timeout_ms / 1000.0
         if isinstance(msg, m.FetchRequest):
-            wait += msg.max_wait_ms / 1000.0
+            wait += max(msg.max_wait_ms, 0) / 1000.0  # a negative one is refused, not waited
         try:
             response = await asyncio.wait_for(fut, wait)
         except TimeoutError:
             log.debug("no answer to %s from %d", type(msg).__name__, src)
-            with contextlib.suppress(ValueError):
-                queue.remove(fut)
+            self._inbound.pop(id(msg), None)
             return None
         return translate.response_to_kio(req.api_key, req.api_version, response, self.node_id,
                                           self.cfg.client_address(self.node_id) or self.cfg.listen)
@@ -404,8 +450,14 @@ class NodeHost:
         request_id = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._clients[request_id] = (fut, time.monotonic())
-        self.step(ClientAppend(request_id, payloads))
+        self.linger.add(request_id, payloads)
         return fut
+
+    def _step_appends(self, batch: list[tuple[int, tuple[bytes, ...]]]) -> None:
+        """One linger window's appends, stepped together: one Ready, one write, one flush."""
+        for request_id, payloads in batch:
+            self.core.step(ClientAppend(request_id, payloads))
+        self._wake.set()
 
     def read(self, from_offset: int) -> asyncio.Future[ReadReply]:
         """Through the core: linearizable, or under `read.mode=leader` (the stale-leader-reads

@@ -5,6 +5,17 @@ opens a new one. A failed send is reported to the caller (the host tells the cor
 when to retry): this module never retries by itself, so the core's timers stay the only clock.
 A peer whose connection just failed is not dialled again for `retry_backoff_ms`, so that a dead
 voter costs one refused connect per backoff, not one per message.
+
+Versions are negotiated as Kafka's NetworkClient does. On every new connection, before any Raft
+request, the node sends ApiVersions (at its highest version; a peer that does not know it answers
+v0 with UNSUPPORTED_VERSION and its own range, and the node asks again within that range) and
+keeps the peer's ranges for the life of the connection, so a restarted or upgraded peer is asked
+again on the next connection. Each request is then built at the highest version that both the
+peer lists and can carry the request (`Outbound.versions`: e.g. a pre-vote only from Vote v2, a
+Raft Fetch only from v12). When there is none the request is not sent: it fails like a send that
+never left (`VersionMismatch`, `certainly_not_sent`), which the core's timers retry like any
+failed send, and a warning names the peer, the request and both ranges, at most once per
+`mismatch_log_interval_s` for the same peer, request and ranges.
 """
 
 from __future__ import annotations
@@ -13,34 +24,70 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any
 
 from reference_node.config import Endpoint
 from reference_node.wire.aio import AsyncKafkaConnection
-from reference_node.wire.errors import ConnectFailed, WireError
+from reference_node.wire.apis import VersionRange
+from reference_node.wire.errors import ConnectFailed, VersionMismatch, WireError
 
 log = logging.getLogger(__name__)
+
+MISMATCH_LOG_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """A request to send at whichever version the peer and this node share."""
+
+    api_key: int
+    versions: VersionRange
+    """The versions of `api_key` that can carry this request (a subset of ours)."""
+    build: Callable[[int], Any]
+    """The kio request object at a version of `versions`."""
+    name: str
+    """How logs name the request: the API, or the variant that narrows `versions`."""
 
 
 class Peers:
     def __init__(self, node_id: int, addresses: dict[int, Endpoint], request_timeout_ms: int,
-                 retry_backoff_ms: int) -> None:
+                 retry_backoff_ms: int,
+                 mismatch_log_interval_s: float = MISMATCH_LOG_INTERVAL_S,
+                 ssl: SSLContext | None = None) -> None:
         self._client_id = f"raft-node-{node_id}"
+        self._ssl = ssl  # TLS to every peer (the controller listener's protocol), or plaintext
         self._addresses = addresses
         self._timeout = request_timeout_ms / 1000.0
         self._backoff = max(retry_backoff_ms, 1) / 1000.0
         self._connections: dict[int, AsyncKafkaConnection] = {}
         self._connecting: dict[int, asyncio.Future[AsyncKafkaConnection]] = {}
         self._down_until: dict[int, float] = {}
+        self._mismatch_interval = mismatch_log_interval_s
+        self._mismatch_logged: dict[tuple[int, str, str], tuple[float, int]] = {}
 
-    async def request(self, peer: int, message: Any) -> Any:
-        """The peer's response, or a WireError (ConnectFailed when nothing was sent)."""
+    async def request(self, peer: int, outbound: Outbound) -> Any:
+        """The peer's response, or a WireError (certainly_not_sent when nothing was sent)."""
         conn = await self._connection(peer)
         try:
-            return await conn.request(message, self._timeout)
+            version = conn.version_for(outbound.api_key, outbound.versions)
+        except VersionMismatch:
+            self._log_mismatch(peer, outbound, conn)
+            raise
+        try:
+            return await conn.request(outbound.build(version), self._timeout)
+        except VersionMismatch:
+            raise  # refused before sending: the connection is sound
         except WireError:
             await self._drop(peer, conn)
             raise
+
+    def versions(self, peer: int) -> dict[int, VersionRange] | None:
+        """The peer's ranges as its current connection read them, or None without one."""
+        conn = self._connections.get(peer)
+        return None if conn is None or conn.closed else conn.api_versions
 
     async def _connection(self, peer: int) -> AsyncKafkaConnection:
         conn = self._connections.get(peer)
@@ -57,8 +104,7 @@ class Peers:
         future: asyncio.Future[AsyncKafkaConnection] = asyncio.get_running_loop().create_future()
         self._connecting[peer] = future
         try:
-            conn = await AsyncKafkaConnection.open(address.host, address.port, self._client_id,
-                                                   timeout=self._timeout)
+            conn = await self._open(address)
         except WireError as exc:
             self._down_until[peer] = time.monotonic() + self._backoff
             future.set_exception(exc)
@@ -69,6 +115,32 @@ class Peers:
         future.set_result(conn)
         self._connections[peer] = conn
         return conn
+
+    async def _open(self, address: Endpoint) -> AsyncKafkaConnection:
+        conn = await AsyncKafkaConnection.open(address.host, address.port, self._client_id,
+                                               timeout=self._timeout, ssl=self._ssl)
+        try:
+            await conn.handshake(self._timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        return conn
+
+    def _log_mismatch(self, peer: int, outbound: Outbound, conn: AsyncKafkaConnection) -> None:
+        theirs = (conn.api_versions or {}).get(outbound.api_key)
+        ranges = (f"ours {outbound.versions.min}..{outbound.versions.max}, theirs "
+                  + ("none" if theirs is None else f"{theirs.min}..{theirs.max}"))
+        key = (peer, outbound.name, ranges)
+        now = time.monotonic()
+        last, suppressed = self._mismatch_logged.get(key, (float("-inf"), 0))
+        if now - last < self._mismatch_interval:
+            self._mismatch_logged[key] = (last, suppressed + 1)
+            return
+        self._mismatch_logged[key] = (now, 0)
+        again = f" ({suppressed} more since the last warning)" if suppressed else ""
+        log.warning("%s to voter %d at %s not sent: no common version (%s)%s",
+                    outbound.name, peer, conn.address, ranges, again)
 
     async def _drop(self, peer: int, conn: AsyncKafkaConnection) -> None:
         if self._connections.get(peer) is conn:

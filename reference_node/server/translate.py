@@ -2,8 +2,18 @@
 
 The core's messages carry only the partition-level data of one partition; the wire nests it in
 topics and partitions and spreads it over versions. Inbound, a request that does not name exactly
-`__cluster_metadata-0` is refused before the core sees it (`NotOurPartition`). Outbound, the node
-always uses the highest version of each RPC in SUPPORTED_APIS: its peers are reference nodes.
+`__cluster_metadata-0` is refused before the core sees it (`NotOurPartition`). Outbound, a request
+is built at the version negotiated with the peer (`peers.py`), within the versions that can carry
+it (`request_versions`). Fields a lower version lacks are dropped as Kafka's serializers drop its
+ignorable fields (KIP-853's voter and directory ids and endpoints; EndQuorumEpoch v0 carries the
+successors as PreferredSuccessors). Two requests cannot be expressed lower and are never
+downgraded: a pre-vote needs Vote v2 (KIP-996; below it the request would be a real vote, and
+Kafka's serializer refuses PreVote=true below v2), and a Raft Fetch needs v12 (LastFetchedEpoch,
+not ignorable in Kafka, and the response's CurrentLeader and DivergingEpoch exist only from v12).
+Such a request fails unsent, like any failed send. Kafka differs for the pre-vote: its network
+channel answers the raft client UNSUPPORTED_VERSION, and a prospective voter then becomes a
+candidate at once (KafkaRaftClient.handleVoteResponse); the core here is not told, so a pre-vote
+that needs a majority of voters without Vote v2 never wins.
 
 KIP-853 endpoints ride along: every Raft response we send lists our client address in
 `node_endpoints`, and BeginQuorumEpoch lists it in `leader_endpoints`, so that each node learns
@@ -13,12 +23,13 @@ where clients should reach the others (what Metadata advertises) without extra c
 from __future__ import annotations
 
 import io
+import logging
 import time
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
+from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
 from kio.schema.types import BrokerId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16
@@ -26,12 +37,15 @@ from kio.static.primitive import i16
 from reference_node.config import Endpoint
 from reference_node.raft import messages as m
 from reference_node.server.kiobuild import build, has_field
+from reference_node.server.peers import Outbound
 from reference_node.storage.batch import ControlType, StoredRecord, encode_batch
 from reference_node.wire import apis
 
 TOPIC = apis.METADATA_TOPIC
 PARTITION = apis.METADATA_PARTITION
 LISTENER_NAME = "CONTROLLER"
+
+log = logging.getLogger(__name__)
 
 RAFT_REQUEST_KEYS = {
     m.VoteRequest: apis.VOTE,
@@ -45,17 +59,15 @@ class NotOurPartition(ValueError):
     """The request does not name exactly one partition, `__cluster_metadata-0`."""
 
 
-def _version(api_key: int) -> int:
-    return apis.SUPPORTED_APIS[api_key].max
-
-
-def _only_partition(topics: Sequence[Any], name_field: str) -> Any:
-    if len(topics) != 1 or getattr(topics[0], name_field) != TOPIC:
+def _only_partition(topics: Sequence[Any] | None, name_field: str) -> Any:
+    # kio decodes a null array even where Kafka's schema forbids one: None is "not ours" too.
+    if not topics or len(topics) != 1 or getattr(topics[0], name_field) != TOPIC:
         raise NotOurPartition(f"expected topic {TOPIC}")
-    parts = topics[0].partitions
-    index_field = "partition_index" if has_field(parts[0] if parts else object, "partition_index") \
-        else "partition"
-    if len(parts) != 1 or getattr(parts[0], index_field) != PARTITION:
+    parts: Sequence[Any] = topics[0].partitions or ()
+    if len(parts) != 1:
+        raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
+    index_field = "partition_index" if has_field(parts[0], "partition_index") else "partition"
+    if getattr(parts[0], index_field) != PARTITION:
         raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
     return parts[0]
 
@@ -63,9 +75,49 @@ def _only_partition(topics: Sequence[Any], name_field: str) -> Any:
 # --- outbound requests ----------------------------------------------------------------------
 
 
-def request_to_kio(msg: m.Request, me: Endpoint) -> Any:
+PRE_VOTE_MIN_VERSION = 2
+"""Vote v2 adds PreVote (KIP-996)."""
+RAFT_FETCH_MIN_VERSION = 12
+"""Fetch v12 adds LastFetchedEpoch and ClusterId, and its response DivergingEpoch and CurrentLeader
+(KIP-595)."""
+
+
+def request_versions(msg: m.Request) -> apis.VersionRange:
+    """The versions of the message's API that can carry it: ours, narrowed by what it needs."""
+    ours = apis.SUPPORTED_APIS[RAFT_REQUEST_KEYS[type(msg)]]
+    if isinstance(msg, m.VoteRequest) and msg.pre_vote:
+        return apis.VersionRange(max(ours.min, PRE_VOTE_MIN_VERSION), ours.max)
+    if isinstance(msg, m.FetchRequest):
+        return apis.VersionRange(max(ours.min, RAFT_FETCH_MIN_VERSION), ours.max)
+    return ours
+
+
+def request_name(msg: m.Request) -> str:
+    """How logs name the request: its API, or "pre-vote" for the Vote that needs v2."""
+    if isinstance(msg, m.VoteRequest) and msg.pre_vote:
+        return "Vote (pre-vote)"
+    return apis.API_NAMES[RAFT_REQUEST_KEYS[type(msg)]]
+
+
+def outbound_request(msg: m.Request, me: Endpoint) -> Outbound:
+    """The request as `Peers` sends it: built once the peer's versions are known."""
+    return Outbound(RAFT_REQUEST_KEYS[type(msg)], request_versions(msg),
+                    lambda version: request_to_kio(msg, me, version), request_name(msg))
+
+
+def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> Any:
+    """The kio request of `version` (default: the highest that can carry it).
+
+    ValueError for a version outside `request_versions(msg)`: never silently a different request.
+    """
     api_key = RAFT_REQUEST_KEYS[type(msg)]
-    cls = apis.request_class(api_key, _version(api_key))
+    versions = request_versions(msg)
+    if version is None:
+        version = versions.max
+    elif version not in versions:
+        raise ValueError(f"{request_name(msg)} cannot be sent at version {version}: "
+                         f"it needs {versions.min}..{versions.max}")
+    cls = apis.request_class(api_key, version)
     part: dict[str, Any]
     if isinstance(msg, m.VoteRequest):
         part = {"partition_index": PARTITION, "replica_epoch": msg.candidate_epoch,
@@ -123,9 +175,9 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
     if api_key == apis.END_QUORUM_EPOCH:
         p = _only_partition(body.topics, "topic_name")
         if has_field(p, "preferred_candidates"):
-            successors = tuple(int(c.candidate_id) for c in p.preferred_candidates)
+            successors = tuple(int(c.candidate_id) for c in p.preferred_candidates or ())
         else:
-            successors = tuple(int(c) for c in p.preferred_successors)
+            successors = tuple(int(c) for c in p.preferred_successors or ())
         return m.EndQuorumEpochRequest(
             cluster_id=body.cluster_id, leader_id=int(p.leader_id),
             leader_epoch=int(p.leader_epoch), preferred_successors=successors)
@@ -138,6 +190,19 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
             max_wait_ms=int(body.max_wait.total_seconds() * 1000))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
+
+
+def refusal_to_kio(api_key: int, version: int, error: m.ErrorCode) -> Any | None:
+    """A Raft response refusing the whole request with a top-level error and nothing else, as
+    Kafka answers one that does not name exactly its partition (INVALID_REQUEST) or another
+    cluster; None when the version has no top-level error (Fetch below v7)."""
+    cls = apis.response_class(api_key, version)
+    if not has_field(cls, "error_code"):
+        return None
+    if api_key == apis.FETCH:
+        return build(cls, {"throttle_time": 0, "error_code": error.value, "session_id": 0,
+                           "responses": []})
+    return build(cls, {"error_code": error.value, "topics": []})
 
 
 def learned_endpoints(body: Any) -> dict[int, Endpoint]:
@@ -237,29 +302,63 @@ def entry_to_stored(entry: m.Entry, timestamp_ms: int | None = None) -> StoredRe
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     if entry.kind is m.EntryKind.DATA:
         return StoredRecord(entry.offset, entry.epoch, entry.payload, None, ts)
-    try:
-        leader = int(entry.payload)
-    except ValueError:
-        leader = -1
+    if entry.kind is m.EntryKind.CONTROL:
+        # A control record we do not interpret goes back out exactly as it came in.
+        return StoredRecord(entry.offset, entry.epoch, entry.payload, entry.control_type, ts)
+    change = m.LeaderChange.decode(entry.payload)
     buf = io.BytesIO()
-    _lcm_writer()(buf, LeaderChangeMessage(version=i16(0), leader_id=BrokerId(leader),
-                                           voters=(), granting_voters=()))
+    _lcm_writer()(buf, LeaderChangeMessage(
+        version=i16(0),
+        leader_id=BrokerId(change.leader_id),
+        voters=tuple(Voter(voter_id=BrokerId(v)) for v in change.voters),
+        granting_voters=tuple(Voter(voter_id=BrokerId(v)) for v in change.granting_voters),
+    ))
     # LeaderChangeMessage starts with its own int16 Version field: no prefix, as Kafka writes it.
     return StoredRecord(entry.offset, entry.epoch, buf.getvalue(),
                         int(ControlType.LEADER_CHANGE), ts)
 
 
 def stored_to_entry(record: StoredRecord) -> m.Entry:
+    """A record of the log or of a Fetch response as the core's entry.
+
+    Control records are told apart by their type: a LeaderChange is decoded (one we cannot read is
+    kept opaque, like the rest: the core never looks past a control record's epoch); any other type
+    (snapshot markers, KIP-853's voter records, a type newer than this node) stays an opaque
+    `EntryKind.CONTROL` entry, replicated byte for byte and logged once per type.
+    """
     if record.control_type is None:
         return m.Entry(record.offset, record.epoch, m.EntryKind.DATA, record.value or b"")
-    leader = -1
-    if record.control_type == ControlType.LEADER_CHANGE and record.value:
-        try:
-            msg, _ = _lcm_reader()(record.value, 0)
-            leader = int(msg.leader_id)
-        except Exception:  # a foreign control payload: the leader id is only informative
-            leader = -1
-    return m.Entry(record.offset, record.epoch, m.EntryKind.LEADER_CHANGE, str(leader).encode())
+    if record.control_type != ControlType.LEADER_CHANGE:
+        _note_opaque_control(record.control_type)
+        return m.Entry(record.offset, record.epoch, m.EntryKind.CONTROL, record.value or b"",
+                       record.control_type)
+    try:
+        msg, _ = _lcm_reader()(record.value or b"", 0)
+        change = m.LeaderChange(
+            int(msg.leader_id),
+            tuple(int(v.voter_id) for v in msg.voters),
+            tuple(int(v.voter_id) for v in msg.granting_voters),
+        )
+    except Exception:  # a LeaderChange we cannot read is only informative: keep its bytes
+        log.warning("unreadable LeaderChange record at offset %d kept as it is", record.offset)
+        return m.Entry(record.offset, record.epoch, m.EntryKind.CONTROL, record.value or b"",
+                       record.control_type)
+    return m.Entry(record.offset, record.epoch, m.EntryKind.LEADER_CHANGE, change.encode())
+
+
+_OPAQUE_SEEN: set[int] = set()
+
+
+def _note_opaque_control(control_type: int) -> None:
+    if control_type in _OPAQUE_SEEN:
+        return
+    _OPAQUE_SEEN.add(control_type)
+    try:
+        name = ControlType(control_type).name
+    except ValueError:
+        name = "unknown to this node"
+    log.warning("control record of type %d (%s): kept and replicated as it is, not interpreted",
+                control_type, name)
 
 
 def entries_to_records(entries: Sequence[m.Entry]) -> bytes:

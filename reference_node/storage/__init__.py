@@ -9,6 +9,9 @@ A node owns one `metadata.log.dir`, laid out as Kafka lays it out:
     <log_dir>/__cluster_metadata-0/quorum-state          leader epoch, leader, vote (JSON)
     <log_dir>/__cluster_metadata-0/leader-epoch-checkpoint
     <log_dir>/__cluster_metadata-0/%020d.log             segments of RecordBatch v2
+    <log_dir>/__cluster_metadata-0/%020d.index           their sparse offset indexes
+    <log_dir>/recovery-point-offset-checkpoint           below it every segment is whole
+    <log_dir>/.kafka_cleanshutdown                       present only after a clean close
 
 `format_storage` prepares the directory (like `kafka-storage format`); `NodeStorage.open` locks
 it, checks `meta.properties` against the configuration and opens the log and the quorum-state
@@ -24,10 +27,18 @@ Durability rules the server must follow (KIP-595 drops Kafka's lazy flushing for
   request, the new epoch before acting in it.
 * `MetadataLog.truncate_to` is durable when it returns.
 
-On open every batch's CRC is checked. A torn tail (a crash during an append: nothing valid
-follows the bad bytes) is cut and listed in `MetadataLog.recovery`; corruption with valid data
-behind it raises `StorageError` naming the file, the byte and what to do. Nothing here drops
-data that could have been acknowledged without saying so.
+On open every batch the log does not trust has its CRC checked. A torn tail (what a crash during
+an append leaves: a short last batch, or one zero-filled from a sector on) is cut and listed in
+`MetadataLog.recovery`; any other damage, a whole batch failing its CRC included, raises
+`StorageError` naming the file, the byte, the batch and what to do. So does a log shorter than the
+recovery point, an index or the epoch checkpoint prove it was, a batch epoch above the epoch in
+`quorum-state`, and a missing `quorum-state` beside records (the vote is lost); derived files that
+are damaged are rebuilt with a line in `recovery` (docs/contracts.md, "Storage damage at start").
+Nothing here drops data that could have been acknowledged without saying so. What is
+trusted follows Kafka's LogLoader (`restart`): after a clean shutdown (`.kafka_cleanshutdown`)
+every segment, after a crash the segments below `recovery-point-offset-checkpoint`; a trusted
+segment is known from its sparse `%020d.index` (`index`) and is not CRC-checked at start, the
+price Kafka pays too. Tools (`dump_log_jsonl`, `log_summary`) check everything.
 
 `dump_log_jsonl` and `log_summary` read a (copy of a) directory without lock or writes, for the
 harness's node data dump (docs/contracts.md).

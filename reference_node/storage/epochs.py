@@ -31,6 +31,17 @@ class EpochEntry:
     start_offset: int
 
 
+class MalformedCheckpoint(StorageError):
+    """A `leader-epoch-checkpoint` that cannot be read; `why` says what is wrong with it."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(
+            f"{path}: malformed leader-epoch-checkpoint ({why}); it is rebuilt from the log, "
+            "so deleting the file is safe"
+        )
+        self.why = why
+
+
 def format_checkpoint(entries: list[EpochEntry]) -> bytes:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{e.epoch} {e.start_offset}" for e in entries]
@@ -42,10 +53,7 @@ def parse_checkpoint(text: str, path: Path) -> list[EpochEntry]:
     lines = text.splitlines()
 
     def bad(why: str) -> StorageError:
-        return StorageError(
-            f"{path}: malformed leader-epoch-checkpoint ({why}); it is rebuilt from the log, "
-            "so deleting the file is safe"
-        )
+        return MalformedCheckpoint(path, why)
 
     if len(lines) < 2:
         raise bad("fewer than two lines")
@@ -128,10 +136,9 @@ def read_checkpoint(path: Path) -> list[EpochEntry] | None:
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
-        raise StorageError(
-            f"{path}: leader-epoch-checkpoint is not ASCII text; it is rebuilt from the log, "
-            "so deleting the file is safe"
-        ) from None
+        raise MalformedCheckpoint(path, "not ASCII text") from None
+    except OSError as e:
+        raise MalformedCheckpoint(path, f"unreadable: {e.strerror}") from None
     return parse_checkpoint(text, path)
 
 

@@ -11,6 +11,7 @@ from .lock import DirLock
 from .log import DEFAULT_SEGMENT_BYTES, MetadataLog
 from .meta import METADATA_PARTITION_DIR, MetaProperties
 from .quorum_state import QUORUM_STATE, QuorumStateStore
+from .recovery import QuorumEpoch
 
 
 class NodeStorage:
@@ -20,9 +21,12 @@ class NodeStorage:
 
         <log_dir>/.lock
         <log_dir>/meta.properties
+        <log_dir>/.kafka_cleanshutdown                 (only while the node is stopped cleanly)
+        <log_dir>/recovery-point-offset-checkpoint
         <log_dir>/__cluster_metadata-0/quorum-state
         <log_dir>/__cluster_metadata-0/leader-epoch-checkpoint
         <log_dir>/__cluster_metadata-0/00000000000000000000.log ...
+        <log_dir>/__cluster_metadata-0/00000000000000000000.index ...
     """
 
     def __init__(
@@ -52,7 +56,10 @@ class NodeStorage:
         """Lock `log_dir`, check `meta.properties` against the configured ids, open the log.
 
         StorageError when the directory is not formatted, belongs to another node or cluster,
-        is held by another process, or its log is corrupt. `read_only` takes no lock and writes
+        is held by another process, or its files are damaged: a corrupt log, one shorter than
+        the other files prove it was, batches of an epoch above quorum-state's, or a missing
+        quorum-state beside records of an epoch above 0 (docs/contracts.md, "Storage damage
+        at start"). `read_only` takes no lock and writes
         nothing (for tools reading a copy of a node's directory).
         """
         root = Path(log_dir)
@@ -69,12 +76,23 @@ class NodeStorage:
                     f"{partition} is missing although {root} is formatted; format the "
                     "directory again (after removing meta.properties) or restore it"
                 )
-            log = MetadataLog.open(partition, segment_bytes=segment_bytes, read_only=read_only)
+            quorum_state = QuorumStateStore(partition / QUORUM_STATE)
+            # Read first: its epoch bounds every batch's, and its absence is itself damage
+            # when the log has records of a real epoch (the vote is lost).
+            state = quorum_state.read()
+            quorum = QuorumEpoch(quorum_state.path, None if state is None else state.leader_epoch)
+            log = MetadataLog.open(
+                partition,
+                segment_bytes=segment_bytes,
+                read_only=read_only,
+                log_dir=root,
+                quorum=quorum,
+            )
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
-        return cls(root, meta, QuorumStateStore(partition / QUORUM_STATE), log, lock)
+        return cls(root, meta, quorum_state, log, lock)
 
     def close(self) -> None:
         """Flush and close the log, then release the directory lock."""

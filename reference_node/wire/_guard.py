@@ -3,7 +3,10 @@
 kio's Rust decoder reserves memory for an array from its declared length before reading any
 element, so ten bytes claiming four billion elements abort the whole process (not an exception).
 This walk follows the same kio schema without building objects and rejects any length that
-exceeds the bytes left; a frame that passes has only lengths the decoder can afford.
+exceeds the bytes left; a frame that passes has only lengths the decoder can afford. It also
+rejects a null (length -1) where the schema allows none, which kio would decode as None: Kafka's
+parser refuses such a message ("non-nullable field X was serialized as null") and its server
+closes the connection, so no handler here ever meets a None list where it expects a list.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ _FIXED: dict[str, int] = {
 }
 _I8, _I16, _I32 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i")
 
-# A field's plan: (name, kafka_type or entity type, is_array, is_entity, optional, legacy_string)
-_Plan = tuple[str, Any, bool, bool, bool, bool]
+# A field's plan: (name, kafka_type or entity type, is_array, is_entity, optional, legacy_string,
+# nullable)
+_Plan = tuple[str, Any, bool, bool, bool, bool, bool]
 
 
 def check_entity(entity_type: type[Any], data: bytes, offset: int, end: int) -> int:
@@ -78,7 +82,7 @@ def _make_plans(entity_type: Any) -> tuple[list[_Plan], dict[int, _Plan]]:
         else:
             target = get_schema_field_type(f)
         plan = (f.name, target, kind.is_array, isinstance(kind, (EntityField, EntityTupleField)),
-                tag is None and is_optional(f), header and f.name == "client_id")
+                tag is None and is_optional(f), header and f.name == "client_id", is_optional(f))
         if tag is None:
             regular.append(plan)
         else:
@@ -87,10 +91,11 @@ def _make_plans(entity_type: Any) -> tuple[list[_Plan], dict[int, _Plan]]:
 
 
 def _check_field(plan: _Plan, flexible: bool, data: bytes, pos: int, end: int) -> int:
-    name, target, is_array, is_entity, optional, legacy_string = plan
+    name, target, is_array, is_entity, optional, legacy_string, nullable = plan
     if is_array:
         count, pos = _length(flexible, 4, data, pos, end)
         if count < 0:
+            _null(name, nullable)
             return pos
         if count > end - pos:
             raise ProtocolError(f"array {name} claims {count} items in {end - pos} bytes")
@@ -103,11 +108,17 @@ def _check_field(plan: _Plan, flexible: bool, data: bytes, pos: int, end: int) -
         pos += 1
         if marker < 0:
             return pos
-    return _check_item(target, is_entity, flexible and not legacy_string, data, pos, end)
+    return _check_item(target, is_entity, flexible and not legacy_string, data, pos, end,
+                       name, nullable)
+
+
+def _null(name: str, nullable: bool) -> None:
+    if not nullable:
+        raise ProtocolError(f"non-nullable field {name} was serialized as null")
 
 
 def _check_item(target: Any, is_entity: bool, flexible: bool, data: bytes, pos: int,
-                end: int) -> int:
+                end: int, name: str = "", nullable: bool = True) -> int:
     if is_entity:
         return check_entity(target, data, pos, end)
     size = _FIXED.get(target)
@@ -117,6 +128,7 @@ def _check_item(target: Any, is_entity: bool, flexible: bool, data: bytes, pos: 
     # string, bytes, records: a length then that many bytes (-1 is null)
     length, pos = _length(flexible, 2 if target == "string" else 4, data, pos, end)
     if length < 0:
+        _null(name, nullable)
         return pos
     _need(pos, length, end, target)
     return pos + length

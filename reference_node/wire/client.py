@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from ssl import SSLContext, SSLError
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -38,6 +39,8 @@ class KafkaClient:
     picks the highest version both sides support and sends `build(version)`. Both return the kio
     response or raise a `WireError`; a response's own error codes are the caller's to read.
     Safe to share between threads (requests are serialised), though one per thread is simpler.
+    With `ssl` the connection is TLS (`reference_node.wire.tls.client_context`), and the server's
+    certificate must name `host` unless that context's hostname check is off.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class KafkaClient:
         *,
         max_frame_size: int = MAX_FRAME_SIZE,
         supported: dict[int, VersionRange] | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -57,6 +61,7 @@ class KafkaClient:
         self.address = f"{host}:{port}"
         self._max_frame_size = max_frame_size
         self._ours = SUPPORTED_APIS if supported is None else supported
+        self._ssl = ssl
         self._sock: socket.socket | None = None
         self._codec: ClientCodec | None = None
         self._theirs: dict[int, VersionRange] | None = None
@@ -132,6 +137,8 @@ class KafkaClient:
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {self.address}: {exc}", self.address) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._ssl is not None:
+            sock = self._tls_handshake(sock, deadline)
         self._sock = sock
         self._codec = ClientCodec(self.client_id, self._max_frame_size)
         try:
@@ -140,6 +147,24 @@ class KafkaClient:
             # The caller's request has not been written yet, whatever happened to ApiVersions.
             exc.certainly_not_sent = True
             raise
+
+    def _tls_handshake(self, sock: socket.socket, deadline: float) -> socket.socket:
+        """The TLS socket over `sock`; ConnectFailed (nothing sent) when the handshake fails.
+
+        With TLS 1.3 a server refuses our certificate only after our side has finished: that
+        refusal arrives as a failed first read (ConnectionClosed of the ApiVersions request)."""
+        assert self._ssl is not None
+        try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            return self._ssl.wrap_socket(sock, server_hostname=self.host)
+        except TimeoutError:
+            sock.close()
+            raise ConnectFailed(f"TLS handshake with {self.address} timed out",
+                                self.address) from None
+        except (SSLError, OSError) as exc:
+            sock.close()
+            raise ConnectFailed(f"TLS handshake with {self.address} failed: {exc}",
+                                self.address) from None
 
     def _handshake(self, deadline: float) -> dict[int, VersionRange]:
         ours = self._ours.get(API_VERSIONS, VersionRange(0, 3))

@@ -31,7 +31,7 @@ from .apis import response_class as _response_class
 from .errors import ProtocolError, UnsupportedVersion
 
 MAX_FRAME_SIZE = 100 * 1024 * 1024
-"""Largest frame accepted by default: Kafka's socket.request.max.bytes."""
+"""Largest frame accepted by default: Kafka's socket.request.max.bytes (104857600)."""
 
 _SIZE = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -63,17 +63,30 @@ class FrameSplitter:
         """Bytes received and not yet returned as a frame."""
         return len(self._buffer)
 
+    def incomplete_frame_size(self) -> int | None:
+        """Bytes (prefix included) of the frame under way when its prefix is in and the rest is
+        not, else None: what a server must be ready to hold before it reads on. ProtocolError on
+        a bad size, before a byte more of that frame is read."""
+        if len(self._buffer) < _SIZE.size:
+            return None
+        end = _SIZE.size + self._size()
+        return end if len(self._buffer) < end else None
+
+    def _size(self) -> int:
+        (size,) = _SIZE.unpack_from(self._buffer, 0)
+        if size < 0 or size > self.max_size:
+            raise ProtocolError(f"frame size {size} outside 0..{self.max_size}")
+        return int(size)
+
     def next_frame(self) -> bytes | None:
         """The next whole frame, or None until more bytes arrive; ProtocolError on a bad size."""
         if len(self._buffer) < _SIZE.size:
             return None
-        (size,) = _SIZE.unpack_from(self._buffer, 0)
-        if size < 0 or size > self.max_size:
-            raise ProtocolError(f"frame size {size} outside 0..{self.max_size}")
-        end = _SIZE.size + size
+        end = _SIZE.size + self._size()
         if len(self._buffer) < end:
             return None
-        frame = bytes(self._buffer[_SIZE.size : end])
+        with memoryview(self._buffer) as view:
+            frame = bytes(view[_SIZE.size : end])  # one copy: a slice of the bytearray is another
         del self._buffer[:end]
         return frame
 
@@ -219,6 +232,10 @@ class ServerCodec:
 
     def receive_data(self, data: bytes) -> None:
         self._frames.receive_data(data)
+
+    def incomplete_frame_size(self) -> int | None:
+        """See `FrameSplitter.incomplete_frame_size`."""
+        return self._frames.incomplete_frame_size()
 
     def next_request(self) -> Request | None:
         """The next whole request, or None until more bytes arrive.

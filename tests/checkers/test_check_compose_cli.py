@@ -131,11 +131,11 @@ def test_a_recheck_writes_the_same_results_json(tmp_path: Path) -> None:
 def test_kraft_check_bad_history_exits_64_with_the_line(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     b = faulty_run()
-    b.append_invoke(9, 50)
+    b._add(process=9, type="ok", f="append", value={"value": 50, "offset": 2})
     run = write_run(tmp_path, b.ops)
     assert kraft(["check", str(run)]) == 64
     err = capsys.readouterr().err
-    assert f"history.jsonl:{len(b.ops)}:" in err and "has no completion" in err
+    assert f"history.jsonl:{len(b.ops)}:" in err and "with no invoke" in err
     assert kraft(["check", str(tmp_path / "nowhere")]) == 64
     assert not (run / "results.json").exists()
 

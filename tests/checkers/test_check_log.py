@@ -34,7 +34,7 @@ def test_sequential_appends_and_reads_are_valid() -> None:
     b.read(2, 1, 2, [[1, 11]])
     result = verdict(b)
     assert result["valid"] is True, result["anomalies"]
-    assert set(result["checkers"]) == {"log-linearizable", "log-anomalies"}
+    assert set(result["checkers"]) == {"log-linearizable", "log-anomalies", "completeness"}
 
 
 def test_concurrent_appends_may_take_offsets_in_either_order() -> None:

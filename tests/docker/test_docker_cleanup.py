@@ -1,8 +1,9 @@
 """Nothing of a run survives it: teardown, an interrupted setup, the sweeps of leftovers.
 
-`sweep()` (for `kraft clean`) removes everything the project labelled on the engine, including
-runs of other users of a shared engine; its test runs only when no other run is up, and
-otherwise is skipped with that reason.
+`sweep(everything=True)` (for `kraft clean --all`) removes everything the project labelled on the
+engine, including runs of other users of a shared engine; its test runs only when no other run is
+up, and otherwise is skipped with that reason. Plain `sweep()` (`kraft clean`) leaves live runs
+alone: a run under way is not disturbed by a `kraft clean` beside it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,7 +124,7 @@ def test_setup_sweeps_what_dead_runs_left_but_not_live_runs(
                 thing.remove(force=True) if hasattr(thing, "exec_run") else thing.remove()
 
 
-def test_sweep_removes_everything_labelled(cluster_factory: ClusterFactory, client: Any) -> None:
+def test_sweep_of_everything_removes_everything_labelled(cluster_factory: ClusterFactory, client: Any) -> None:
     backend = cluster_factory(2)
     spec = backend._spec
     assert spec is not None
@@ -129,13 +133,43 @@ def test_sweep_removes_everything_labelled(cluster_factory: ClusterFactory, clie
         if spec.run_id not in str(name)]
     if others:
         backend.teardown()
-        pytest.skip(f"other runs are up on this engine ({', '.join(others[:3])}...); sweep() "
-                    "would remove them too")
+        pytest.skip(f"other runs are up on this engine ({', '.join(others[:3])}...); "
+                    "sweep(everything=True) would remove them too")
     backend.spawn("n2", ["sleep", "600"], "sleep.log")
     backend.signal("n2", signal.SIGSTOP)  # a paused node is swept like any other
-    removed = backend_module.sweep()
+    assert backend_module.sweep() == []  # this run's harness (this process) is alive
+    removed = backend_module.sweep(everything=True)
     assert any(f"-{'n1'}" in line for line in removed), removed
     assert labelled(client, spec.run_id) == []
     assert client.containers.list(all=True, filters={"label": f"{LABEL}=1"}) == []
     assert client.networks.list(filters={"label": f"{LABEL}=1"}) == []
     backend.teardown()  # after a sweep, teardown still succeeds
+
+
+def test_kraft_clean_during_a_live_run_leaves_it_alone(node_image: str, client: Any,
+                                                       tmp_path: Path) -> None:
+    """A `kraft test` under way, a `kraft clean` beside it: the run goes on to its verdict."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "test", "--backend", "docker", "--nemesis", "none",
+         "--time-limit", "10", "--rate", "20", "--results-dir", str(tmp_path / "results")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        owner = f"{OWNER_LABEL}={backend_module._owner(run.pid)}"
+        deadline = time.monotonic() + 180
+        names: list[str] = []
+        while len(names) < 3 and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            names = [c.name for c in client.containers.list(filters={"label": owner})]
+        assert len(names) == 3, f"the run's containers never came up: {names}"
+        clean = subprocess.run([sys.executable, "-m", "harness.cli", "clean"],
+                               capture_output=True, text=True, timeout=300)
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert not any(name in clean.stdout for name in names), clean.stdout
+        assert len(client.containers.list(filters={"label": owner})) == 3
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)  # its own cleanup removes what it made
+            run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    assert "verdict: VALID" in out

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import clean_cli, test_cli
+from harness import backends, clean_cli, test_cli
 from harness.backends import pids
+from harness.cli import main as kraft
 
 HERE = Path(__file__).parent
 TOY = "toy_target:ToyTarget"
@@ -107,16 +108,28 @@ def _wait_all_dead(records: list[dict[str, int]], seconds: float) -> bool:
     return False
 
 
-def test_ctrl_c_stops_every_node_and_exits_3(tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_node_and_exits_3(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     proc = _start_and_wait_for_nodes(tmp_path)
     records = _node_records(tmp_path)
-    time.sleep(1)
+    time.sleep(2)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 3, out
-    assert "interrupted" in out
+    assert "the run was interrupted" in out
     assert _wait_all_dead(records, 5)
     assert not list((tmp_path / "registry" / "local").iterdir())
+    # the summary counts what was stored, and the run stays marked as partial when re-checked
+    run = (tmp_path / "results" / "latest").resolve()
+    stored = (run / "history.jsonl").read_text().splitlines()
+    completed = [op for op in map(json.loads, stored)
+                 if op["process"] != "nemesis" and op["type"] != "invoke"]
+    assert completed and "operations: none" not in out
+    assert json.loads((run / "test.json").read_text())["outcome"] == "interrupted"
+    assert kraft(["check", "--no-plots", str(run)]) == 2
+    assert "history: partial (the run was interrupted)" in capsys.readouterr().out
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] == "unknown" and results["error"] == "interrupted"
 
 
 def test_sigkill_of_the_harness_leaves_no_node_and_clean_removes_the_rest(
@@ -131,3 +144,36 @@ def test_sigkill_of_the_harness_leaves_no_node_and_clean_removes_the_rest(
     assert clean_cli.main([]) == 0
     assert "local run directory" in capsys.readouterr().out
     assert not list((tmp_path / "registry" / "local").iterdir())
+
+
+def _live_run(root: Path, owner_pid: int) -> tuple[Path, subprocess.Popen[bytes]]:
+    """A local run registered as its backend registers one, with one node process."""
+    node = subprocess.Popen(["sleep", "60"], process_group=0)
+    run = root / "local" / "run-1"
+    pids.claim(run, owner_pid)
+    pids.write_json(run / "pids" / "n1.json", pids.record_for(node.pid))
+    return run, node
+
+
+def test_clean_leaves_live_runs_alone_unless_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    monkeypatch.setattr(backends, "SWEEPERS", ("harness.backends.local",))  # not the engine's
+    run, node = _live_run(tmp_path / "registry", os.getpid())  # this process: a live harness
+    try:
+        assert clean_cli.main([]) == 0
+        assert "nothing to clean" in capsys.readouterr().out
+        assert run.is_dir() and node.poll() is None
+        assert clean_cli.main(["--all"]) == 0
+        assert f"local process {node.pid}" in capsys.readouterr().out
+        assert node.wait(timeout=10) != 0 and not run.exists()
+    finally:
+        node.kill()
+        node.wait()
+
+
+def test_a_run_being_registered_is_never_seen_without_its_owner(tmp_path: Path) -> None:
+    run = tmp_path / "local" / "run-2"
+    pids.claim(run, os.getpid())
+    assert pids.read_json(run / "owner.json") == pids.record_for(os.getpid())
+    assert [p.name for p in (tmp_path / "local").iterdir()] == ["run-2"]  # nothing aside left

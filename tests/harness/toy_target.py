@@ -1,7 +1,8 @@
 """A toy target for harness tests: every node runs toy_server.py; clients use only n1's log.
 
 Loadable from the command line as `--target toy_target:ToyTarget` with tests/harness on
-PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed.
+PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed; `down=true` starts
+no server at all, so that every operation fails.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class ToyDB(DB):
             self.stop(backend, node)
 
     def start(self, backend: Backend, node: str) -> None:
+        if self.config.get("down") == "true":
+            return  # a cluster that never comes up: every operation fails
         port = backend.bind_address(node, "toy")[1]
         argv = [sys.executable, SERVER, "--port", str(port), "--data", backend.node_dir(node)]
         if self.config.get("lossy") == "true":

@@ -67,7 +67,9 @@ def read_story(tmp_path: Path, lines: list[str]) -> history.History:
 @pytest.mark.parametrize(("lines", "reason"), [
     ([*story_lines()[:4], '{"index": 4, "ti'], "history.jsonl:5: bad JSON"),
     ([*story_lines()[:4], "\n", "[1, 2]\n"], "history.jsonl:6: an operation must be a JSON object"),
-    (story_lines()[:4], "history.jsonl:4: invoke of process 1 (f 'read') has no completion"),
+    ([*story_lines()[:4], json.dumps({"index": 4, "time": 0, "process": 5, "type": "ok",
+                                      "f": "read"}) + "\n"],
+     "history.jsonl:5: ok completion of process 5 with no invoke"),
     ([], "history.jsonl is empty"),
     (["\n", " \n"], "history.jsonl is empty"),
 ])
@@ -77,6 +79,13 @@ def test_a_history_kraft_check_refuses_is_skipped_with_its_reason(
     assert read.problem is not None and read.problem.startswith(reason)
     assert read.lines == len([line for line in lines if line.strip()])
     assert read.ops == [] and read.duration_s is None
+
+
+def test_a_history_that_ends_before_an_op_completes_is_analyzed(tmp_path: Path) -> None:
+    # as kraft check reads it: the read invoked last is indeterminate, no reason to skip the run
+    read = read_story(tmp_path, story_lines()[:4])
+    assert read.problem is None and read.lines == 4
+    assert history.facts(read.ops).ops == 1  # the one completed op
 
 
 def test_a_history_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:

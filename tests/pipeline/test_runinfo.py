@@ -89,6 +89,35 @@ def test_the_pipeline_verdict_is_kraft_checks(tmp_path: Path) -> None:
         assert recheck(run, history.ops) == want, run
 
 
+def test_an_interrupted_run_is_never_counted_as_complete(tmp_path: Path) -> None:
+    # The same history is judged VALID as a complete run, and unknown as one cut by Ctrl-C,
+    # whether test.json says so or, for a run stored before it did, results.json's error.
+    ops = [
+        {"process": 0, "type": "invoke", "f": "append", "value": {"value": 1}},
+        {"process": 0, "type": "ok", "f": "append", "value": {"value": 1, "offset": 0}},
+        {"process": 1, "type": "invoke", "f": "read", "value": {"from": 0}, "final": True},
+        {"process": 1, "type": "ok", "f": "read", "final": True,
+         "value": {"from": 0, "hw": 1, "records": [[0, 1]]}},
+        {"process": 2, "type": "invoke", "f": "append", "value": {"value": 2}},  # cut here
+    ]
+    lines = "".join(json.dumps({**op, "index": i, "time": i, "node": "n1"}) + "\n"
+                    for i, op in enumerate(ops))
+    recheck = runinfo.load_check_run()
+    verdicts = {}
+    for name, test, stored in (
+            ("complete", {"outcome": "complete"}, {"valid": True}),
+            ("interrupted", {"outcome": "interrupted", "error": "interrupted"}, {"valid": True}),
+            ("old", {}, {"valid": "unknown", "error": "interrupted"})):
+        run = tmp_path / name / "20240101T000000.000000"
+        run.mkdir(parents=True)
+        (run / "test.json").write_text(json.dumps({"name": name, "target": "reference",
+                                                   "workload": "append", **test}))
+        (run / "results.json").write_text(json.dumps(stored))
+        (run / "history.jsonl").write_text(lines)
+        verdicts[name] = field_map(runinfo.run_tuple(name, str(run), recheck))["valid"]
+    assert verdicts == {"complete": "true", "interrupted": "unknown", "old": "unknown"}
+
+
 def test_missing_files_are_not_read() -> None:
     row = field_map(runinfo.run_tuple("a/b", "/nonexistent", None, "missing test.json"))
     assert row["problem"] == "missing test.json" and row["lines"] is None

@@ -35,17 +35,16 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 # 1 observer, 30 s) that exposes it, and the invariant the defect breaks.
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 3, "NoAckedAppendLost"),
-    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
-    (Unsafe.OBSERVER_CAMPAIGN, 0, "OnlyVotersCampaign"),
-    (Unsafe.STALE_LEADER_READS, 1, "ReadsLinearizable"),
-    (Unsafe.NO_LOG_CHECK, 13, "ConsistentCommittedData"),
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 54, "NoAckedAppendLost"),
+    (Unsafe.NO_CHECK_QUORUM, 16, "ZombieStepDown"),
+    (Unsafe.STALE_LEADER_READS, 8, "ReadsLinearizable"),
+    (Unsafe.NO_LOG_CHECK, 11, "ConsistentCommittedData"),
     # KAFKA-12619: a new leader exposes its HW before its LeaderChange record commits, so a read
     # there can miss an append the previous leader acknowledged.
-    (Unsafe.EARLY_HIGH_WATERMARK, 77, "ReadsLinearizable"),
+    (Unsafe.EARLY_HIGH_WATERMARK, 31, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate.
-    (Unsafe.FORGET_VOTE, 3, "SingleLeader"),
+    (Unsafe.FORGET_VOTE, 17, "SingleLeader"),
 ]
 
 
@@ -57,6 +56,19 @@ def test_pinned_seed_exposes_switch(switch: Unsafe, seed: int, invariant: str) -
     assert result.violation.invariant == invariant, result.violation
     clean = run_seed(seed, SimConfig())
     assert clean.ok, clean.violation  # the same schedule without the defect is fine
+
+
+def test_observer_campaign_strands_the_observer_without_prevote() -> None:
+    """observer-campaign (KAFKA-17067) is judged by its harm, not by the role: without pre-vote the
+    observer bumps its own epoch past every voter's, so no leader answers its fetches and it stops
+    replicating (ObserversFollow). With pre-vote (KIP-996, the default) its pre-vote is refused
+    and it goes back to following: the simulator finds no harm there, and says nothing."""
+    switch = frozenset({Unsafe.OBSERVER_CAMPAIGN})
+    result = run_seed(3, SimConfig(pre_vote=False, unsafe=switch))
+    assert result.violation is not None and result.violation.invariant == "ObserversFollow"
+    assert "observer 6" in result.violation.detail
+    assert run_seed(3, SimConfig(pre_vote=False)).ok
+    assert run_seed(3, SimConfig(unsafe=switch)).ok
 
 
 def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
@@ -85,3 +97,22 @@ def test_fault_names_are_validated() -> None:
     assert parse_faults("none") == ()
     with pytest.raises(ValueError, match="partition-ring"):
         parse_faults("crash,meteor")
+
+
+STALE_FETCH_FAULTS = SimConfig(voters=3, faults=("delay-long", "crash", "partition-leader",
+                                                  "partition-isolate"))
+
+
+def test_a_fetch_answer_to_an_older_fetch_never_truncates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21's stale DivergingEpoch: under delay-long, a leader answers a follower's old fetch
+    (delivered 3 s late) with a DivergingEpoch for that old offset while the follower's newer fetch
+    is in flight. Acting on it truncates the follower below its high watermark (seed 73, node 1:
+    to 157 under HW 274); the core ignores answers to any fetch but the latest in flight."""
+    assert run_seed(73, STALE_FETCH_FAULTS).ok
+    from reference_node.raft import replication
+
+    monkeypatch.setattr(replication, "answers_an_older_fetch", lambda core, request: False)
+    result = run_seed(73, STALE_FETCH_FAULTS)
+    assert result.violation is not None
+    assert result.violation.invariant == "ConsistentCommittedData"
+    assert "below its high watermark" in result.violation.detail

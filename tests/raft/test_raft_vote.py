@@ -85,7 +85,7 @@ def test_log_comparison_by_last_epoch_then_offset() -> None:
     assert not answer(make(log=log), 2, vote(3, last_epoch=1, last_offset=10)).vote_granted
     assert not answer(make(log=log), 2, vote(3, last_epoch=2, last_offset=2)).vote_granted
     assert answer(make(log=log), 2, vote(3, last_epoch=2, last_offset=3)).vote_granted
-    assert answer(make(log=log), 2, vote(3, last_epoch=3, last_offset=1)).vote_granted
+    assert answer(make(log=log), 2, vote(4, last_epoch=3, last_offset=1)).vote_granted
 
 
 def test_rejection_for_stale_log_still_bumps_epoch() -> None:
@@ -172,3 +172,15 @@ def test_observer_never_campaigns_unless_switched() -> None:
                config=RaftConfig(unsafe=frozenset({Unsafe.OBSERVER_CAMPAIGN})))
     tick(bad, 10_000)
     assert bad.state_name == "prospective"
+
+
+def test_non_voter_candidate_with_newer_epoch_is_refused_without_epoch_bump() -> None:
+    """KIP-595 says a voter takes a non-voter candidate's newer epoch while refusing the vote (and
+    campaigns itself); Kafka's code refuses before any epoch change, and so do we
+    (docs/contracts.md, "Where we follow Kafka's code, not the KIP"): the follower keeps its
+    leader and epoch, so a stray non-voter cannot depose a healthy leader."""
+    core = make(qs=QuorumState(3, 2, None))
+    resp = answer(core, 9, vote(7, cand=9, last_epoch=6, last_offset=1000))
+    assert resp.error == ErrorCode.inconsistent_voter_set and not resp.vote_granted
+    assert (resp.leader_id, resp.leader_epoch) == (2, 3)
+    assert (core.epoch, core.leader_id, core.state_name) == (3, 2, "follower")

@@ -7,6 +7,7 @@ import pytest
 from reference_node.config import Endpoint
 from reference_node.raft import messages as m
 from reference_node.server import translate
+from reference_node.storage.batch import ControlType, StoredRecord
 from reference_node.wire import apis
 from reference_node.wire.codec import (
     decode_request,
@@ -17,7 +18,7 @@ from reference_node.wire.codec import (
 
 ME = Endpoint("127.0.0.1", 9093)
 ENTRIES = (
-    m.Entry(5, 2, m.EntryKind.LEADER_CHANGE, b"3"),
+    m.Entry(5, 2, m.EntryKind.LEADER_CHANGE, m.LeaderChange(3, (1, 2, 3), (2, 3)).encode()),
     m.Entry(6, 2, m.EntryKind.DATA, b"42"),
     m.Entry(7, 2, m.EntryKind.DATA, b"43"),
     m.Entry(8, 3, m.EntryKind.DATA, b""),
@@ -57,6 +58,44 @@ def test_responses_round_trip_through_bytes(msg: m.Response) -> None:
 
 def test_entries_become_kafka_batches_and_back() -> None:
     assert tuple(translate.records_to_entries(translate.entries_to_records(ENTRIES))) == ENTRIES
+
+
+def test_leader_change_is_kafkas_message_with_voters() -> None:
+    """The record on disk and on the wire is Kafka's LeaderChangeMessage v0 with the epoch's voters
+    and the granting voters filled in, as Kafka's leader writes it."""
+    from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
+    from kio.serial import entity_reader
+
+    stored = translate.entry_to_stored(ENTRIES[0])
+    assert stored.control_type == ControlType.LEADER_CHANGE
+    msg, _ = entity_reader(LeaderChangeMessage)(stored.value, 0)
+    assert int(msg.leader_id) == 3
+    assert [int(v.voter_id) for v in msg.voters] == [1, 2, 3]
+    assert [int(v.voter_id) for v in msg.granting_voters] == [2, 3]
+
+
+@pytest.mark.parametrize("control_type", [
+    ControlType.SNAPSHOT_HEADER, ControlType.KRAFT_VOTERS, 99,
+])
+def test_other_control_records_stay_opaque(control_type: int) -> None:
+    """A control record that is not a LeaderChange is never read as one: it keeps its type and
+    bytes through the log and the wire, and readers see a control record (no data)."""
+    raw = b"\x00\x00opaque-bytes"
+    record = StoredRecord(11, 4, raw, int(control_type), 0)
+    entry = translate.stored_to_entry(record)
+    assert entry.kind is m.EntryKind.CONTROL and entry.is_control
+    assert (entry.control_type, entry.payload) == (int(control_type), raw)
+    back = translate.entry_to_stored(entry)
+    assert (back.control_type, back.value) == (int(control_type), raw)
+    wire = translate.records_to_entries(translate.entries_to_records([entry]))
+    assert wire == [entry]
+
+
+def test_unreadable_leader_change_is_kept_not_rewritten() -> None:
+    record = StoredRecord(3, 1, b"\xff", int(ControlType.LEADER_CHANGE), 0)
+    entry = translate.stored_to_entry(record)
+    assert entry.kind is m.EntryKind.CONTROL
+    assert translate.entry_to_stored(entry).value == b"\xff"
 
 
 def test_other_partition_is_refused() -> None:

@@ -20,3 +20,13 @@ def control(
 
 def run(start: int, count: int, epoch: int) -> list[StoredRecord]:
     return [data(o, epoch) for o in range(start, start + count)]
+
+
+def batch_positions(segment: bytes) -> list[int]:
+    """The byte position of each batch in a segment's bytes (from the length fields only)."""
+    positions = []
+    position = 0
+    while position + 12 <= len(segment):
+        positions.append(position)
+        position += 12 + int.from_bytes(segment[position + 8 : position + 12], "big")
+    return positions

@@ -87,10 +87,14 @@ def test_state_and_log_survive_a_restart(tmp_path: Path) -> None:
         assert storage.log.flush() == 10
     partition = tmp_path / "__cluster_metadata-0"
     assert sorted(p.name for p in partition.iterdir()) == [
+        "00000000000000000000.index",
         "00000000000000000000.log",
         "leader-epoch-checkpoint",
         "quorum-state",
     ]
+    assert {".kafka_cleanshutdown", "recovery-point-offset-checkpoint"} <= {
+        p.name for p in tmp_path.iterdir()
+    }
     with NodeStorage.open(tmp_path, node_id=1) as storage:
         assert storage.quorum_state.read() == QuorumState(leader_epoch=2, leader_id=1, voted_id=1)
         assert list(storage.log.records()) == run(0, 10, 2)

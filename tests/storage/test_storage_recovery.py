@@ -1,14 +1,16 @@
-"""Opening a damaged log: torn tails are cut, corruption before the tail is refused."""
+"""Opening a damaged log: torn tails are cut, corruption is refused, naming the bad batch."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from _storage_util import control, run
+from _storage_util import batch_positions, control, run
 
 from reference_node.storage import MetadataLog, StorageError, StoredRecord
+from reference_node.storage.recovery import QuorumEpoch
 
 SEGMENT = "00000000000000000000.log"
 
@@ -56,30 +58,87 @@ def test_torn_tail_is_cut_at_every_byte_of_the_last_batch(tmp_path: Path) -> Non
         shutil.rmtree(work)
 
 
-def test_a_damaged_byte_in_the_last_batch_is_a_torn_tail(tmp_path: Path) -> None:
+def test_a_damaged_byte_in_a_whole_last_batch_is_refused_not_cut(tmp_path: Path) -> None:
+    """A torn write leaves a short batch; a whole one that fails its checks is corruption of
+    records that may have been acknowledged, even when it is the last one."""
     pristine = tmp_path / "pristine"
     written = make_log(pristine)
     segment = (pristine / SEGMENT).read_bytes()
     start = last_batch_position(pristine / SEGMENT)
-    # Kafka's CRC does not cover baseOffset (bytes 0-7) nor partitionLeaderEpoch (12-15): a
-    # damaged baseOffset gives a whole, CRC-valid batch at the wrong offset, which no torn
-    # write produces, so it is refused; a damaged epoch is undetectable by design of the format.
+    quorum = QuorumEpoch(tmp_path / "quorum-state", written[-1].epoch)
+    cut = refused = 0
     for pos in range(start, len(segment)):
-        if start + 12 <= pos < start + 16:
-            continue
         work = tmp_path / f"flip{pos}"
         work.mkdir()
         damaged = bytearray(segment)
         damaged[pos] ^= 0x5A
         (work / SEGMENT).write_bytes(bytes(damaged))
-        if pos < start + 8:
-            with pytest.raises(StorageError, match=f"byte {start}: batch starts at offset"):
-                MetadataLog.open(work)
-        else:
-            with MetadataLog.open(work) as log:
+        length = int.from_bytes(damaged[start + 8 : start + 12], "big", signed=True)
+        if start + 8 <= pos < start + 12 and length > len(segment) - start - 12:
+            # A damaged length that runs past the end of the file looks like a short write:
+            # only the recovery point or an index can tell it apart (test_storage_damage).
+            with MetadataLog.open(work, quorum=quorum) as log:
                 assert log.recovery.tail_cuts, f"byte {pos}"
                 assert list(log.records()) == written[:-5]
+            cut += 1
+        else:
+            with pytest.raises(StorageError) as err:
+                MetadataLog.open(work, quorum=quorum)
+            message = str(err.value)
+            assert f"{SEGMENT}: corrupt at byte {start} " in message, message
+            assert re.search(rf"offsets? {written[-5].offset}\b", message), message
+            assert "not a torn write" in message and "restore" in message, message
+            assert f"truncate -s {start} " in message, message
+            assert (work / SEGMENT).read_bytes() == bytes(damaged), "refusing must not modify"
+            refused += 1
         shutil.rmtree(work)
+    assert cut == 3 and refused == len(segment) - start - cut
+
+
+def test_a_zero_filled_sector_at_the_end_is_a_torn_tail(tmp_path: Path) -> None:
+    """The file grew but the sectors holding the end of the batch never landed (power cut)."""
+    written = make_log(tmp_path)
+    with MetadataLog.open(tmp_path) as log:
+        log.append(run(len(written), 200, 3))
+        log.flush()
+    data = bytearray((tmp_path / SEGMENT).read_bytes())
+    start = last_batch_position(tmp_path / SEGMENT)
+    sector = (start // 512 + 2) * 512
+    assert sector < len(data) - 16
+    data[sector:] = bytes(len(data) - sector)
+    (tmp_path / SEGMENT).write_bytes(bytes(data))
+    with MetadataLog.open(tmp_path) as log:
+        (tail,) = log.recovery.tail_cuts
+        assert (tail.position, "CRC" in tail.reason) == (start, True)
+        assert list(log.records()) == written
+
+
+def test_a_damaged_epoch_names_the_batch_that_holds_it(tmp_path: Path) -> None:
+    """The epoch is outside the CRC: a risen one breaks the order at the next batch, but it is
+    the risen batch that is damaged."""
+    make_log(tmp_path)
+    segment = bytearray((tmp_path / SEGMENT).read_bytes())
+    third = batch_positions(bytes(segment))[2]  # epochs 1, 1, [1], 2, 2
+    segment[third + 12 : third + 16] = (7).to_bytes(4, "big")
+    (tmp_path / SEGMENT).write_bytes(bytes(segment))
+    with pytest.raises(StorageError) as err:
+        MetadataLog.open(tmp_path)
+    message = str(err.value)
+    assert f"corrupt at byte {third} (batch of offsets 6..10)" in message, message
+    assert "epoch 7, above the epochs around it (1 before, 2 after)" in message
+    # With the quorum-state epoch known, the risen epoch is named for what it is.
+    with pytest.raises(StorageError, match=rf"byte {third} .*epoch 7, above epoch 2 in"):
+        MetadataLog.open(tmp_path, quorum=QuorumEpoch(tmp_path / "quorum-state", 2))
+
+
+def test_a_fallen_epoch_names_its_own_batch(tmp_path: Path) -> None:
+    make_log(tmp_path)
+    segment = bytearray((tmp_path / SEGMENT).read_bytes())
+    fourth = batch_positions(bytes(segment))[3]
+    segment[fourth + 12 : fourth + 16] = (0).to_bytes(4, "big")  # epochs 1, 1, 1, [0], 2
+    (tmp_path / SEGMENT).write_bytes(bytes(segment))
+    with pytest.raises(StorageError, match=rf"byte {fourth} .*epoch 0, below the epochs around"):
+        MetadataLog.open(tmp_path)
 
 
 def test_zero_filled_tail_is_cut(tmp_path: Path) -> None:
@@ -140,8 +199,11 @@ def test_a_missing_segment_is_refused(tmp_path: Path) -> None:
     make_log(tmp_path, batches=40, segment_bytes=1024)
     segments = sorted(tmp_path.glob("*.log"))
     segments[1].unlink()
-    with pytest.raises(StorageError, match="missing or extra segment"):
+    with pytest.raises(StorageError) as err:
         MetadataLog.open(tmp_path, segment_bytes=1024)
+    lost, after = int(segments[1].name[:20]), int(segments[2].name[:20])
+    assert f"{segments[2].name}: segment starts at offset {after}" in str(err.value)
+    assert f"offsets {lost}..{after - 1} are missing" in str(err.value)
 
 
 def test_read_only_open_ignores_a_torn_tail_without_cutting(tmp_path: Path) -> None:

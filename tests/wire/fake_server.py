@@ -3,6 +3,9 @@
 It answers ApiVersions, Metadata (itself as the only broker, one topic `__cluster_metadata`) and
 DescribeQuorum (from a settable function); any other request closes the connection, as a
 `ProtocolError` does. It runs its own event loop in a thread, so blocking clients can use it.
+`supported` narrows what it advertises and accepts, to play an older server: a request outside it
+closes the connection (an ApiVersions one is answered v0 with UNSUPPORTED_VERSION and that table,
+as Kafka does).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from reference_node.wire import (
     Request,
     ServerCodec,
     UnsupportedVersion,
+    VersionRange,
     api_versions_response,
+    encode_response,
     response_module,
 )
 
@@ -82,8 +87,10 @@ def describe_quorum_response(version: int, *, error: ErrorCode = ErrorCode.none,
 class FakeServer:
     """Start with `with FakeServer() as server:`; `server.port` is the bound port."""
 
-    def __init__(self, node_id: int = 1) -> None:
+    def __init__(self, node_id: int = 1,
+                 supported: dict[int, VersionRange] | None = None) -> None:
         self.node_id = node_id
+        self.supported = supported
         self.host = "127.0.0.1"
         self.port = 0
         self.describe_quorum: Callable[[int], Any] = describe_quorum_response
@@ -117,7 +124,7 @@ class FakeServer:
                 task.cancel()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        codec = ServerCodec()
+        codec = ServerCodec(supported=self.supported)
         try:
             while chunk := await reader.read(65536):
                 codec.receive_data(chunk)
@@ -127,9 +134,10 @@ class FakeServer:
                     except UnsupportedVersion as exc:
                         # Kafka answers an unknown ApiVersions version and keeps the connection.
                         self.errors.append(exc)
-                        answer = codec.send_unsupported(exc)
-                        if answer is None:
+                        if exc.api_key != API_VERSIONS or exc.correlation_id is None:
                             return
+                        answer = encode_response(exc.correlation_id, api_versions_response(
+                            0, ErrorCode.unsupported_version, self.supported))
                         writer.write(answer)
                         continue
                     if request is None:
@@ -151,7 +159,7 @@ class FakeServer:
 
     def _answer(self, request: Request) -> Any:
         if request.api_key == API_VERSIONS:
-            return api_versions_response(request.api_version)
+            return api_versions_response(request.api_version, supported=self.supported)
         if request.api_key == METADATA:
             return metadata_response(request.api_version, self.node_id, self.host, self.port)
         if request.api_key == DESCRIBE_QUORUM:

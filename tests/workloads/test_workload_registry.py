@@ -60,7 +60,7 @@ def _history(read_records: list[list[int]], hw: int) -> list[Op]:
 def test_the_append_checker_passes_a_read_that_sees_the_acknowledged_append() -> None:
     results = APPEND.checker(_history([[0, 1]], hw=1), {"workload": "append"})
     assert results["valid"] is True
-    assert set(results["checkers"]) == {"log-linearizable", "log-anomalies"}
+    assert set(results["checkers"]) == {"log-linearizable", "log-anomalies", "completeness"}
 
 
 def test_the_append_checker_finds_a_lost_acknowledged_append() -> None:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 FAULTS: dict[str, str] = {
     "drop": "lose messages at random",
     "delay": "add up to 200 ms to every message",
+    "delay-long": "add up to 3 s to every message, longer than an election round and the "
+    "request timeout: answers arrive after their request was retried",
     "duplicate": "deliver some messages twice",
     "reorder": "random jitter, so messages overtake each other",
     "partition-halves": "split the nodes in two random halves",
@@ -28,7 +30,7 @@ FAULTS: dict[str, str] = {
     "restarts at once and then crashes right after each vote it grants, back within a few ms",
 }
 
-NETWORK_FAULTS = ("drop", "delay", "duplicate", "reorder")
+NETWORK_FAULTS = ("drop", "delay", "delay-long", "duplicate", "reorder")
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -2,7 +2,10 @@
 
 Theory of operation: a host is as thin as the server, and keeps only what a disk would hold: the
 quorum state the core last asked to persist, and how much of the log is flushed (`durable`). A
-crash rebuilds the core from exactly that; a graceful shutdown flushes first. After every input
+crash rebuilds the core from exactly that. A graceful shutdown steps `Shutdown` and keeps the
+process running (messages, ticks and flushes still reach it) until the core's shutdown completes
+or `SHUTDOWN_TIMEOUT_MS` passes, then flushes and exits; while it stops, the node counts as down
+for the clients and the nemesis, and starting it again ends the stop first. After every input
 the host carries out the core's `Ready` in the order `Ready` documents: persist the quorum state,
 truncate, start a flush (it completes later, as a `Flushed` event, after the node's disk latency),
 send the messages (through the node's RPC layer and the network), pass the replies to the clients
@@ -48,20 +51,27 @@ from reference_node.raft.states import NEVER
 
 CLUSTER_ID = "sim-cluster"
 
+SHUTDOWN_TIMEOUT_MS = 5000
+"""How long a graceful shutdown may last: Kafka's `KafkaRaftClientDriver` gives the raft client's
+`shutdown` 5 s, and the node's `shutdown.timeout.ms` defaults to the same."""
+
 
 class SimNode:
     """One node as its host sees it: the running core, if any, and what its disk holds."""
 
     __slots__ = ("alive", "core", "durable", "flush_again", "flush_target", "flushing", "id",
                  "inc", "is_voter", "last_epoch", "last_hw", "pending", "qs", "rpc", "saved_log",
-                 "tick_at")
+                 "stop_by", "tick_at")
 
     def __init__(self, node_id: int, is_voter: bool, rpc: Rpc) -> None:
         self.id = node_id
         self.is_voter = is_voter
         self.alive = False
+        """Serving: started and not stopping (a stopping node still runs its core)."""
         self.inc = 0
         """The incarnation: one more at every start and every stop."""
+        self.stop_by = NEVER
+        """While a graceful shutdown is under way: when it ends even if the core is not done."""
         self.core: RaftCore | None = None
         self.qs: QuorumState | None = None
         """The quorum-state file."""
@@ -90,6 +100,7 @@ class SimNode:
         self.flushing = self.flush_again = False
         self.last_hw = core.high_watermark
         self.tick_at = NEVER
+        self.stop_by = NEVER
         self.pending = {}
         self.rpc = rpc
 
@@ -105,7 +116,7 @@ class SimNode:
         """The entry at `offset` as the disk holds it (flushed), or None."""
         if offset >= self.durable:
             return None
-        if self.alive and self.core is not None:
+        if self.core is not None:
             return self.core.log_view.get(offset)
         return self.saved_log[offset] if offset < len(self.saved_log) else None
 
@@ -151,7 +162,9 @@ class Cluster:
     # --- start and stop -------------------------------------------------------------------------
 
     def start(self, node: SimNode) -> None:
-        """Start a new incarnation from what the disk holds."""
+        """Start a new incarnation from what the disk holds (ending a shutdown under way)."""
+        if node.core is not None:
+            self._exit(node)
         node.inc += 1
         core = RaftCore(
             node.id, self.voter_ids, CLUSTER_ID, self.config,
@@ -162,15 +175,24 @@ class Cluster:
         self.carry_out(node)
 
     def stop(self, node: SimNode, graceful: bool) -> None:
-        """Crash (unflushed entries are lost) or shut down gracefully (the core says goodbye and
-        the log is flushed)."""
+        """Crash (unflushed entries are lost), or begin a graceful shutdown: the node stops
+        serving at once, and its process exits once the core has said goodbye (`_exit`)."""
         core = node.core
         assert core is not None
-        if graceful:
-            core.step(Shutdown())
-            self.carry_out(node)
-            node.durable = core.log_view.end_offset
-        node.halt(core.log_view.entries()[: node.durable])
+        if not graceful:
+            node.halt(core.log_view.entries()[: node.durable])
+            return
+        node.alive = False
+        node.stop_by = self.queue.now + SHUTDOWN_TIMEOUT_MS
+        core.step(Shutdown(), now_ms=self.queue.now)
+        self.carry_out(node)
+
+    def _exit(self, node: SimNode) -> None:
+        """The end of a graceful shutdown: the log is flushed and the process exits."""
+        core = node.core
+        assert core is not None
+        node.durable = core.log_view.end_offset
+        node.halt(core.log_view.entries())
 
     def leader_id(self) -> int | None:
         """The voter leading the highest epoch, if any."""
@@ -185,19 +207,20 @@ class Cluster:
 
     def on_deliver(self, event: Deliver) -> SimNode | Dropped:
         node = self.nodes[event.dst]
-        if not node.alive or node.inc != event.inc or not self.net.link_ok(event.src, event.dst):
+        if node.core is None or node.inc != event.inc or not self.net.link_ok(event.src, event.dst):
             return DROPPED
+        request = node.rpc.request_of(event.rid)
         if not node.rpc.admit(event.src, event.msg, event.rid):
             return DROPPED
         core = node.core
         assert core is not None
-        core.step(Receive(event.src, event.msg), now_ms=self.queue.now)
+        core.step(Receive(event.src, event.msg, request), now_ms=self.queue.now)
         return node
 
     def on_tick(self, event: TickDue) -> SimNode | Dropped:
         node = self.nodes[event.node]
         now = self.queue.now
-        if not node.alive or node.inc != event.inc or node.tick_at != now:
+        if node.core is None or node.inc != event.inc or node.tick_at != now:
             return DROPPED
         node.tick_at = NEVER
         core = node.core
@@ -207,7 +230,7 @@ class Cluster:
 
     def on_flushed(self, event: Flushed) -> SimNode | None:
         node = self.nodes[event.node]
-        if not node.alive or node.inc != event.inc:
+        if node.core is None or node.inc != event.inc:
             return None
         node.flushing = False
         node.durable = max(node.durable, node.flush_target)
@@ -242,6 +265,11 @@ class Cluster:
                 self.check_majority(node, hw)
             node.last_hw = hw
         deadline = core.next_deadline_ms()
+        if node.stop_by != NEVER:
+            if core.shutdown_complete or self.queue.now >= node.stop_by:
+                self._exit(node)
+                return
+            deadline = min(deadline, node.stop_by)
         if deadline < node.tick_at:
             deadline = max(deadline, self.queue.now + 1)
             if deadline < node.tick_at:
@@ -266,10 +294,8 @@ class Cluster:
                 self.queue.push(self.net.reply_time(self.queue.now),
                                 ClientReplyDue(client, reply, node.id))
         for ev in ready.events:
-            if ev["type"] == "state":
-                inv.role(node.id, node.is_voter, ev["state"])
-                if ev["state"] == "leader":
-                    inv.leader(node.id, ev["epoch"])
+            if ev["type"] == "state" and ev["state"] == "leader":
+                inv.leader(node.id, ev["epoch"])
 
     def _send(self, node: SimNode, sends: Sequence[Send]) -> None:
         nodes = self.nodes
@@ -280,7 +306,7 @@ class Cluster:
             dst = nodes.get(send.dst)
             if dst is None:
                 continue
-            rid = node.rpc.correlate(send.dst, send.message)
+            rid = node.rpc.correlate(send.dst, send.message, send.in_reply_to)
             times = delivery_times(now, node.id, send.dst)
             if times:
                 event = Deliver(send.dst, dst.inc, node.id, send.message, rid)

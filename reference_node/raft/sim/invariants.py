@@ -12,7 +12,7 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | ConsistentCommittedData | every offset below any node's HW holds the same entry on every node, ever; no node truncates below its HW |
 | NoAckedAppendLost | an acknowledged append stays committed at its offset |
 | ReadsLinearizable | a read's HW covers every append acknowledged before the read began |
-| OnlyVotersCampaign | an observer is never prospective, candidate or leader |
+| ObserversFollow | no observer ends the run stranded: in an epoch above every voter's and behind what was committed when faults healed (an observer that campaigns, `observer-campaign`, strands itself in an epoch no leader has and stops replicating: KAFKA-17067's harm, brokers stuck on stale metadata) |
 | ZombieStepDown | a leader cut off from a majority is no longer leader once the leader progress timeout (plus delivery slack) has passed |
 | Liveness | once faults heal, an append commits within the remaining simulated time |
 """
@@ -31,7 +31,7 @@ INVARIANTS = (
     "ConsistentCommittedData",
     "NoAckedAppendLost",
     "ReadsLinearizable",
-    "OnlyVotersCampaign",
+    "ObserversFollow",
     "ZombieStepDown",
     "Liveness",
 )
@@ -66,9 +66,15 @@ class Invariants:
         if new < old:
             raise Violation("MonotonicEpoch", f"node {node} went from epoch {old} to {new}")
 
-    def role(self, node: int, is_voter: bool, state: str) -> None:
-        if not is_voter and state in ("prospective", "candidate", "leader"):
-            raise Violation("OnlyVotersCampaign", f"observer {node} became {state}")
+    def observer_followed(self, node: int, hw: int, committed_at_heal: int, state: str,
+                          epoch: int, voter_epoch: int) -> None:
+        if hw < committed_at_heal:
+            raise Violation(
+                "ObserversFollow",
+                f"observer {node} ends the run {state} in epoch {epoch}, above every voter's "
+                f"(at most {voter_epoch}), with high watermark {hw}; {committed_at_heal} entries "
+                "were committed when the faults healed",
+            )
 
     def truncated(self, node: int, offset: int, hw: int) -> None:
         if offset < hw:

@@ -136,6 +136,10 @@ class Nemesis:
         self.net.delay_max = 200
         return None
 
+    def start_delay_long(self) -> Victims:
+        self.net.delay_max = 3000
+        return None
+
     def start_duplicate(self) -> Victims:
         self.net.dup_p = 0.3
         return None
@@ -242,6 +246,7 @@ class Nemesis:
 FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "drop": Nemesis.start_drop,
     "delay": Nemesis.start_delay,
+    "delay-long": Nemesis.start_delay_long,
     "duplicate": Nemesis.start_duplicate,
     "reorder": Nemesis.start_reorder,
     "partition-halves": Nemesis.start_partition_halves,

@@ -1,11 +1,13 @@
 """A simulated node's RPC layer: at most one response per request reaches the core.
 
 Theory of operation: like the server's (reference_node/server/peers.py), every request a node sends
-travels with a new correlation id, and the node remembers it until a response answers it. A node
-answers the requests delivered to it in the order they came, per requester and response type, and
-its response carries the id of the oldest one not yet answered. The network may duplicate either:
-a second copy of a request is handed to the core (it handles both) but answered with id 0, and a
-response whose id no request is waiting for is dropped before the core sees it.
+travels with a new correlation id, and the node remembers it until a response answers it. The core
+names the request each response answers (`Send.in_reply_to`, the very object it received), and the
+response carries that request's id, whatever order the core answers in (a parked Fetch is answered
+after later requests). The network may duplicate either: a second copy of a request is handed to the
+core (it handles both) but only the first answer carries its id (later ones carry 0), and a response
+whose id no request is waiting for is dropped before the core sees it. A response reaches the core
+with the request it answers (`Receive.in_reply_to`), as the server's connection hands it.
 """
 
 from __future__ import annotations
@@ -23,39 +25,45 @@ NO_REQUEST = 0
 class Rpc:
     """One incarnation's correlation state; a restart starts a new one."""
 
-    __slots__ = ("answering", "asked", "awaiting", "ids")
+    __slots__ = ("asked", "awaiting", "ids", "unanswered")
 
     def __init__(self, ids: Iterator[int]) -> None:
         self.ids = ids
         """The cluster's correlation ids, shared by every node, so that ids are never reused."""
-        self.awaiting: set[int] = set()
-        """Ids of the requests this node sent that no response has answered yet."""
+        self.awaiting: dict[int, Message] = {}
+        """The requests this node sent that no response has answered yet, by id."""
         self.asked: set[int] = set()
         """Ids of the requests delivered to this node (a second copy is not answered twice)."""
-        self.answering: dict[tuple[int, type], deque[int]] = {}
-        """Per (requester, response type): ids of the delivered requests not yet answered."""
+        self.unanswered: dict[int, tuple[Message, deque[int]]] = {}
+        """Requests delivered to this node and not answered yet, by object identity: the request
+        (kept, so that its identity stays its own) and its ids in arrival order."""
+
+    def request_of(self, rid: int) -> Message | None:
+        """The request of ours that correlation id `rid` answers, while it is still waiting."""
+        return self.awaiting.get(rid)
 
     def admit(self, src: int, message: Message, rid: int) -> bool:
         """Whether `message` from `src` reaches the core: every request does, a response only if
         it answers a request still waiting."""
-        response = RESPONSE_TO.get(type(message))
-        if response is not None:
+        if type(message) in RESPONSE_TO:
             if rid not in self.asked:
                 self.asked.add(rid)
-                self.answering.setdefault((src, response), deque()).append(rid)
+                entry = self.unanswered.setdefault(id(message), (message, deque()))
+                entry[1].append(rid)
             return True
-        if rid in self.awaiting:
-            self.awaiting.discard(rid)
-            return True
-        return False
+        return self.awaiting.pop(rid, None) is not None
 
-    def correlate(self, dst: int, message: Message) -> int:
+    def correlate(self, dst: int, message: Message, in_reply_to: Message | None = None) -> int:
         """The correlation id `message` to `dst` travels with: a new one for a request; for a
-        response, the oldest unanswered request from `dst` of that kind."""
-        cls = type(message)
-        if cls in RESPONSES:
-            waiting = self.answering.get((dst, cls))
-            return waiting.popleft() if waiting else NO_REQUEST
+        response, the id of the request it answers (`in_reply_to`), if not answered yet."""
+        if type(message) in RESPONSES:
+            entry = self.unanswered.get(id(in_reply_to)) if in_reply_to is not None else None
+            if entry is None or entry[0] is not in_reply_to:
+                return NO_REQUEST
+            rid = entry[1].popleft()
+            if not entry[1]:
+                del self.unanswered[id(in_reply_to)]
+            return rid
         rid = next(self.ids)
-        self.awaiting.add(rid)
+        self.awaiting[rid] = message
         return rid

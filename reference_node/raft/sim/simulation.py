@@ -136,10 +136,11 @@ class Simulation:
             ClientTimeout: self.clients.on_timeout,
             FaultStart: self.nemesis.on_start,
             FaultStop: self.nemesis.on_stop,
-            Heal: self.nemesis.on_heal,
+            Heal: self.on_heal,
             VoteCrash: self.nemesis.on_vote_crash,
             VoterRestart: self.nemesis.on_voter_restart,
         }
+        self.committed_at_heal = 0
         self.events = 0
         self.recent: deque[tuple[int, Event]] = deque(maxlen=RECENT_EVENTS)
         self.trace: list[str] | None = [] if config.trace else None
@@ -158,6 +159,8 @@ class Simulation:
                     f"no append invoked after the heal at {self.cfg.heal_ms} ms committed by "
                     f"{self.cfg.time_ms} ms",
                 )
+            if self.cfg.faults:
+                self.check_observers()
         except Violation as v:
             violation = v
         return SimResult(
@@ -190,6 +193,27 @@ class Simulation:
             if stepped is not None:
                 carry_out(stepped)
             check_zombies(at_ms)
+
+
+    def on_heal(self, event: Heal) -> None:
+        self.committed_at_heal = len(self.inv.committed)
+        self.nemesis.on_heal(event)
+
+    def check_observers(self) -> None:
+        """ObserversFollow: an observer behind what was committed at the heal, in an epoch above
+        every voter's, is stranded: its fetches name an epoch no voter has reached, so no leader
+        serves it until the voters' epochs pass its own. (An observer that lags while the voters
+        themselves have no leader is the voters' liveness, judged by Liveness.)"""
+        voter_epoch = max(
+            (n.core.epoch if n.core is not None else (n.qs.leader_epoch if n.qs else 0))
+            for n in self.cluster.nodes.values() if n.is_voter
+        )
+        for node in self.cluster.nodes.values():
+            core = node.core
+            if node.is_voter or not node.alive or core is None or core.epoch <= voter_epoch:
+                continue
+            self.inv.observer_followed(node.id, core.high_watermark, self.committed_at_heal,
+                                       core.state_name, core.epoch, voter_epoch)
 
 
 def run_seed(seed: int, config: SimConfig) -> SimResult:

@@ -1,0 +1,87 @@
+"""Whether a history holds enough to judge: a verdict of VALID must mean that something was checked.
+
+The other checkers look for anomalies, and a history in which nothing happened has none: a cluster
+that never elected a leader fails every operation, and its empty log is consistent. So this checker
+says `unknown`, with the reason, when
+
+- the history holds no client operation at all (an empty history.jsonl);
+- no operation succeeded, final reads aside: nothing was acknowledged, so nothing could be lost;
+- (a log) no final read succeeded: values acknowledged above every other read's high watermark
+  could be lost unseen;
+- the run did not finish (test.json's `outcome`: `running` when its harness died, `interrupted`,
+  `failed`): the history is partial, and what the run did not get to is unchecked.
+
+An invoke the history ends before completing is an op of unknown outcome (the other checkers
+treat it as an `info` completion); this checker counts them, and calls the history partial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from checkers.append_history import AppendHistory
+from checkers.history import NEMESIS, Op, Outline
+from checkers.result import UNKNOWN
+
+# test.json's `outcome` of a run that ran to its end; runs stored before it was recorded have none
+COMPLETE = "complete"
+UNFINISHED = {
+    "running": "the run never finished (its harness died, or it is still running)",
+    "interrupted": "the run was interrupted",
+    "failed": "the run failed",
+}
+
+
+def check(history: list[Op], test: Mapping[str, Any], outline: Outline,
+          parsed: AppendHistory | None, open_invokes: list[int]) -> dict[str, Any]:
+    """`outline` is the history's; `parsed` the append parse when the model is a log (then the
+    final reads are required); `open_invokes` the positions of invokes never completed."""
+    ok = outline.types.count("ok")
+    final_ok = _final_ok(history, outline, parsed)
+    completions = len(outline.types)
+    reasons: list[str] = []
+    if not completions and not open_invokes:
+        reasons.append("the history is empty" if not history
+                       else "the history holds no client operation")
+    elif ok - final_ok == 0:
+        reasons.append(f"no operation succeeded (0 ok of {completions - final_ok} completed, "
+                       f"final reads aside): nothing was acknowledged, so nothing was checked")
+    finals = sum(read.final for read in parsed.reads) if parsed is not None else None
+    if parsed is not None and completions and not finals:
+        reasons.append("no final read succeeded: lost writes cannot be ruled out")
+    outcome = test.get("outcome")
+    unfinished = isinstance(outcome, str) and outcome != COMPLETE
+    if unfinished:
+        what = UNFINISHED.get(str(outcome), f"the run ended {outcome!r}")
+        error = test.get("error")
+        if outcome == "failed" and error:
+            reasons.append(f"{what}: {error}")
+        else:
+            reasons.append(f"{what}: the history is partial")
+    result: dict[str, Any] = {
+        "valid": UNKNOWN if reasons else True,
+        "ok_ops": ok - final_ok,
+        "completed_ops": completions,
+        "indeterminate": len(open_invokes),
+        "partial": unfinished or bool(open_invokes),
+    }
+    if finals is not None:
+        result["final_reads"] = finals
+    if unfinished:
+        result["outcome"] = outcome
+        result["unfinished"] = UNFINISHED.get(str(outcome), f"the run ended {outcome!r}")
+    if reasons:
+        result["error"] = "; ".join(reasons)
+    return result
+
+
+def _final_ok(history: list[Op], outline: Outline, parsed: AppendHistory | None) -> int:
+    """How many ok completions are of final ops (made after healing, marked `final`)."""
+    if parsed is not None:
+        # the reads `final` in the history itself, not those the parse took as stand-ins
+        return sum(1 for read in parsed.reads
+                   if read.final and (history[read.done].get("final")
+                                      or history[read.invoke].get("final")))
+    return sum(1 for op in history
+               if op["type"] == "ok" and op["process"] != NEMESIS and op.get("final"))

@@ -1,0 +1,99 @@
+"""What lets a restart skip re-checking the log: Kafka's clean-shutdown marker and recovery point.
+
+Both live in the log directory (`metadata.log.dir`), as Kafka's LogManager keeps them:
+
+* `.kafka_cleanshutdown` (CleanShutdownFileHandler: JSON `{"version":0,"brokerEpoch":-1}`) is
+  written, fsynced, after the log closed cleanly, and removed on open before anything is
+  written, so that its presence means "every segment and index is as the last close left them".
+* `recovery-point-offset-checkpoint` (OffsetCheckpointFile: `0`, the entry count, then
+  `topic partition offset` lines) holds, per partition, the offset below which every segment was
+  fsynced whole with its index written: it moves when a segment rolls and on close, and back
+  on a truncation below it.
+
+Kafka's own KafkaMetadataLog opens the metadata partition with `recoveryPoint = 0` and
+`lastShutdownClean = false`, i.e. it re-checks the whole metadata log on every start; these
+files are the mechanism Kafka uses for every other partition (UnifiedLog/LogLoader), applied
+here to the metadata log. The price is Kafka's: a segment trusted on open is not CRC-checked,
+so a byte flipped on disk after it was written is found when it is read (by the reader that
+checks the batch CRC, e.g. a follower fetching it) and not at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from .errors import StorageError
+from .fsutil import atomic_write, fsync_dir
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+_CHECKPOINT_VERSION = 0
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def topic_partition(partition_dir: Path) -> tuple[str, int]:
+    """(topic, partition) from a partition directory's name, e.g. `__cluster_metadata-0`."""
+    m = _PARTITION_DIR.match(partition_dir.name)
+    return (m.group(1), int(m.group(2))) if m else (partition_dir.name, 0)
+
+
+def had_clean_shutdown(log_dir: Path) -> bool:
+    return (log_dir / CLEAN_SHUTDOWN_FILE).is_file()
+
+
+def mark_clean_shutdown(log_dir: Path) -> None:
+    atomic_write(
+        log_dir / CLEAN_SHUTDOWN_FILE,
+        json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")).encode(),
+    )
+
+
+def clear_clean_shutdown(log_dir: Path) -> None:
+    """Remove the marker durably: a crash from now on must not look like a clean shutdown."""
+    path = log_dir / CLEAN_SHUTDOWN_FILE
+    if path.exists():
+        os.unlink(path)
+        fsync_dir(log_dir)
+
+
+def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise StorageError(f"{path}: unreadable ({e})") from None
+    try:
+        if int(lines[0]) != _CHECKPOINT_VERSION or int(lines[1]) != len(lines) - 2:
+            raise ValueError("version or entry count")
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+        return out
+    except (ValueError, IndexError):
+        raise StorageError(
+            f"{path}: malformed recovery-point-offset-checkpoint; it only saves work on open, "
+            "so deleting it is safe"
+        ) from None
+
+
+def read_recovery_point(log_dir: Path, partition_dir: Path) -> int:
+    """The checkpointed recovery point of the partition; 0 (check everything) when unknown."""
+    points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+    return points.get(topic_partition(partition_dir), 0)
+
+
+def write_recovery_point(log_dir: Path, partition_dir: Path, offset: int) -> None:
+    path = log_dir / RECOVERY_POINT_CHECKPOINT
+    try:
+        points = _read_checkpoint(path)
+    except StorageError:
+        points = {}  # rewritten whole below
+    points[topic_partition(partition_dir)] = offset
+    lines = [str(_CHECKPOINT_VERSION), str(len(points))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(points.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))

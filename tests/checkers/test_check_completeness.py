@@ -1,0 +1,167 @@
+"""VALID only when something was checked; partial histories are judged, and said to be partial."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chk_histories import Builder
+from chk_runs import write_run
+
+import checkers
+from checkers import compose
+from harness.cli import main as kraft
+
+
+def healthy() -> Builder:
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(2, 11, 1)
+    b.read(3, 0, 2, [[0, 10], [1, 11]], final=True)
+    return b
+
+
+def reason(result: dict[str, Any]) -> str:
+    return str(result["checkers"]["completeness"].get("error", ""))
+
+
+def test_a_healthy_history_is_valid_and_says_what_was_checked() -> None:
+    result = checkers.check(healthy().ops, {"workload": "append"})
+    assert result["valid"] is True, result
+    completeness = result["checkers"]["completeness"]
+    assert (completeness["ok_ops"], completeness["final_reads"], completeness["partial"]) == (2, 1, False)
+
+
+def test_an_empty_history_is_unknown() -> None:
+    result = checkers.check([], {"workload": "append"})
+    assert result["valid"] == "unknown"
+    assert "the history is empty" in result["reason"]
+
+
+def test_a_run_in_which_no_operation_succeeded_is_unknown() -> None:
+    # what a cluster that never elects a leader gives: every op fails, the log is "consistent"
+    b = Builder()
+    b.nemesis("start-partition")
+    b.append(1, 10, None, "fail")
+    b.append(2, 11, None, "info")
+    b.read(3, 0, 0, [])  # set to fail below
+    b.ops[-1].update(type="fail", value=None, error="not-leader")
+    b.nemesis("stop-partition")
+    b.invoke(4, "read", {"from": 0}, final=True)
+    b.complete(4, "fail", final=True)
+    result = checkers.check(b.ops, {"workload": "append"})
+    assert result["valid"] == "unknown"
+    assert "no operation succeeded" in reason(result)
+    assert "no final read succeeded" in reason(result)
+
+
+def test_no_final_read_is_unknown_since_lost_writes_cannot_be_ruled_out() -> None:
+    b = Builder()
+    b.append(1, 10, 0)
+    b.nemesis("start-kill")
+    b.append(2, 11, 1)
+    b.nemesis("stop-kill")
+    b.invoke(3, "read", {"from": 0}, final=True)
+    b.complete(3, "fail", final=True)
+    result = checkers.check(b.ops, {"workload": "append"})
+    assert result["valid"] == "unknown"
+    assert reason(result) == "no final read succeeded: lost writes cannot be ruled out"
+
+
+def test_a_register_history_with_no_ok_op_is_unknown() -> None:
+    b = Builder()
+    b.r_write(1, "k", 1, "fail")
+    result = checkers.check(b.ops, {"workload": "register"})
+    assert result["valid"] == "unknown" and "no operation succeeded" in reason(result)
+
+
+def test_an_append_the_history_ends_before_completing_is_indeterminate_not_a_phantom() -> None:
+    # Process 5 appended 12 and the history ends before its completion (an interrupted run);
+    # the final read shows 12: the append took effect, which an indeterminate op may do.
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append_invoke(5, 12)
+    b.read(3, 0, 2, [[0, 10], [1, 12]], final=True)
+    result = checkers.check(b.ops, {"workload": "append"})
+    assert result["valid"] is True, result
+    assert result["checkers"]["completeness"]["indeterminate"] == 1
+    assert result["checkers"]["completeness"]["partial"] is True
+
+
+def test_an_uncompleted_register_write_may_take_effect() -> None:
+    b = Builder()
+    b.r_write(1, "k", 1)
+    b.invoke(2, "write", {"key": "k", "value": 2})  # never completes
+    b.r_read(3, "k", 2)
+    result = checkers.check(b.ops, {"workload": "register"})
+    assert result["valid"] is True, result
+    b.r_read(4, "k", 3)  # but a value nobody wrote is still caught
+    assert checkers.check(b.ops, {"workload": "register"})["valid"] is False
+
+
+def test_kraft_check_on_an_empty_history_is_unknown_with_the_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, [])
+    assert kraft(["check", "--no-plots", str(run)]) == 2
+    stored = json.loads((run / "results.json").read_text())
+    assert stored["valid"] == "unknown" and "the history is empty" in stored["reason"]
+    assert "verdict: UNKNOWN: the history is empty" in capsys.readouterr().out
+
+
+def interrupted(tmp_path: Path, test: dict[str, Any] | None = None) -> Path:
+    """A run cut by Ctrl-C during its final reads: one final read made, one append in flight."""
+    b = healthy()
+    b.append_invoke(4, 13)
+    return write_run(tmp_path, b.ops, test if test is not None
+                     else {"outcome": "interrupted", "error": "interrupted"})
+
+
+def test_rechecking_an_interrupted_run_keeps_it_partial_and_unknown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = interrupted(tmp_path)
+    for _ in range(2):  # a re-check of the re-check too
+        assert kraft(["check", "--no-plots", str(run)]) == 2
+        stored = json.loads((run / "results.json").read_text())
+        assert stored["valid"] == "unknown" and stored["error"] == "interrupted"
+        assert "the run was interrupted" in stored["reason"]
+        out = capsys.readouterr().out
+        assert "history: partial (the run was interrupted)" in out
+        assert "1 operation(s) invoked and never completed" in out
+
+
+def test_a_run_stored_before_test_json_had_its_outcome_keeps_results_json_error(
+        tmp_path: Path) -> None:
+    run = interrupted(tmp_path, test={})
+    (run / "results.json").write_text(json.dumps({"valid": "unknown", "error": "interrupted",
+                                                  "checkers": {}}))
+    assert compose.check_run(run)["valid"] == "unknown"
+    assert kraft(["check", "--no-plots", str(run)]) == 2
+    assert kraft(["check", "--no-plots", str(run)]) == 2  # results.json kept the mark
+
+
+def test_a_run_whose_harness_died_is_partial(tmp_path: Path) -> None:
+    run = write_run(tmp_path, healthy().ops, {"outcome": "running"})
+    result = compose.check_run(run)
+    assert result["valid"] == "unknown" and "never finished" in result["reason"]
+
+
+def test_kraft_check_on_a_binary_file_names_it(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "image.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    assert kraft(["check", str(binary)]) == 64
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"kraft check: {binary}: not a history") and "\n" not in err
+
+
+def test_a_crash_in_kraft_check_exits_3_never_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    def crash(*_args: Any) -> dict[str, Any]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(compose, "check", crash)
+    run = write_run(tmp_path, healthy().ops)
+    assert kraft(["check", "--no-plots", str(run)]) == 3
+    assert "RuntimeError: a bug" in capsys.readouterr().err

@@ -1,0 +1,48 @@
+"""A Fetch answer is acted on only if it answers the latest fetch in flight (issue 21: a
+DivergingEpoch computed for an older fetch offset truncated a follower below its high watermark).
+
+Kafka's RequestManager ignores responses to requests that are no longer expected; the core does
+the same when its host pairs a response with the request it answers (`Receive.in_reply_to`)."""
+
+from raft_helpers import CLUSTER, drain, entries, make, only
+
+from reference_node.raft.api import QuorumState, Receive
+from reference_node.raft.messages import DivergingEpoch, ErrorCode, FetchRequest, FetchResponse
+
+
+def follower():  # type: ignore[no-untyped-def]
+    """Node 1 following leader 2 in epoch 2, log epochs [1, 1, 2, 2, 2], all committed."""
+    core = make(qs=QuorumState(2, 2, None), log=entries(1, 1, 2, 2, 2), keep_ready=True)
+    latest = only(drain(core), FetchRequest, 2)
+    assert isinstance(latest, FetchRequest) and latest.fetch_offset == 5
+    core.step(Receive(2, FetchResponse(ErrorCode.none, 2, 2, 5, 0, (), None), latest))
+    drain(core)
+    assert core.high_watermark == 5
+    latest = core.state.fetch_in_flight  # type: ignore[union-attr]
+    assert latest is not None
+    return core, latest
+
+
+STALE_DIVERGENCE = FetchResponse(ErrorCode.none, 2, 2, -1, 0, (), DivergingEpoch(1, 1))
+OLDER_FETCH = FetchRequest(CLUSTER, 1, 2, 2, 1, 500)
+
+
+def test_divergence_answering_an_older_fetch_is_ignored() -> None:
+    core, _ = follower()
+    core.step(Receive(2, STALE_DIVERGENCE, OLDER_FETCH))
+    ready = drain(core)
+    assert ready.truncate_to is None
+    assert core.log_end_offset == 5 and core.high_watermark == 5
+
+
+def test_divergence_answering_the_latest_fetch_truncates() -> None:
+    core, latest = follower()
+    core.step(Receive(2, FetchResponse(ErrorCode.none, 2, 2, -1, 0, (), DivergingEpoch(2, 4)),
+                      latest))
+    assert drain(core).truncate_to == 4
+
+
+def test_unpaired_answers_are_trusted_as_before() -> None:
+    core, _ = follower()
+    core.step(Receive(2, FetchResponse(ErrorCode.none, 2, 2, -1, 0, (), DivergingEpoch(2, 4))))
+    assert drain(core).truncate_to == 4
