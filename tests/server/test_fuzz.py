@@ -1,12 +1,15 @@
 """A node survives any bytes: each bad request gets its error or a closed connection, the node
-stays up, and the acknowledged data is intact afterwards."""
+stays up, and the acknowledged data is intact afterwards. That holds for garbage frames and for
+well-formed requests with extreme field values, for every API the node serves."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +17,21 @@ import pytest
 
 from reference_node.config import Endpoint
 from reference_node.raft import messages as m
+from reference_node.raft.core import MAX_EPOCH
 from reference_node.server import translate
-from reference_node.wire import FETCH, LIST_OFFSETS, PRODUCE, KafkaClient
+from reference_node.server.kiobuild import build
+from reference_node.wire import FETCH, LIST_OFFSETS, PRODUCE, KafkaClient, apis
 from reference_node.wire.apis import response_class
 from reference_node.wire.codec import decode_response, encode_request, frame
 from reference_node.wire.records import build_append_batch, read_values
-from reference_node.wire.requests import fetch_request, list_offsets_request, produce_request
-from testkit.cluster import Cluster
+from reference_node.wire.requests import (
+    describe_quorum_request,
+    fetch_request,
+    list_offsets_request,
+    produce_request,
+)
+from testkit.cluster import CLUSTER_ID, Cluster
+from testkit.frames import Extremes, every_version, garbage_frame, may_be_closed
 
 ErrorCode = m.ErrorCode
 
@@ -83,20 +94,7 @@ def test_garbage_of_every_kind_leaves_node_up_and_data_intact(node: Cluster) -> 
     assert [v for _, v in before if v is not None] == list(range(100))
     rng = random.Random(1234)
     for _ in range(150):
-        kind = rng.choice(["random", "truncated", "oversized", "negative", "body"])
-        if kind == "random":
-            data = rng.randbytes(rng.randrange(1, 300))
-        elif kind == "truncated":
-            data = struct.pack(">i", 1000) + rng.randbytes(rng.randrange(0, 999))
-        elif kind == "oversized":
-            data = struct.pack(">i", 2**31 - 1) + rng.randbytes(100)
-        elif kind == "negative":
-            data = struct.pack(">i", -rng.randrange(1, 2**31))
-        else:  # a plausible header for a supported API, then random bytes
-            api = rng.choice([0, 1, 2, 3, 18, 52, 53, 54, 55])
-            data = frame(struct.pack(">hhi", api, rng.randrange(0, 13), rng.randrange(2**31))
-                         + rng.randbytes(rng.randrange(0, 200)))
-        exchange(port, data, timeout=1.0)
+        exchange(port, garbage_frame(rng), timeout=1.0)
     # still serving, and the data is the same
     assert read_all(node)[: len(before)] == before
     assert produce(node, [100]) >= base + 100
@@ -162,6 +160,150 @@ def test_many_pipelined_requests_answered_in_order(node: Cluster) -> None:
                 ids.append(struct.unpack(">i", got[4:8])[0])
                 got = got[4 + size:]
     assert ids == list(range(50))
+
+
+def raw(api_key: int, version: int | None = None, **fields: Any) -> Any:
+    """A request of `version` (default the highest), nested dicts built into kio's classes."""
+    version = apis.SUPPORTED_APIS[api_key].max if version is None else version
+    return build(apis.request_class(api_key, version), fields)
+
+
+def test_decodable_but_malformed_requests_get_invalid_request(node: Cluster) -> None:
+    """Kafka's answers: a Raft request that names no partition, or another, is a top-level
+    INVALID_REQUEST; so is DescribeQuorum's; a null list Kafka cannot even parse closes the
+    connection; Produce without records is refused. No handler fails, the node stays up."""
+    port = node.ports[1]
+    log_file = node.root / "node1.log"
+    failures_before = log_file.read_text().count("Traceback")
+    ours_empty = [{"topic_name": apis.METADATA_TOPIC, "partitions": []}]
+    raft_fetch = {"cluster_id": CLUSTER_ID, "replica_id": 2, "max_wait": 0, "min_bytes": 0,
+                  "max_bytes": 1, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                  "forgotten_topics_data": [], "rack_id": ""}
+    refused = [
+        raw(apis.VOTE, cluster_id=CLUSTER_ID, voter_id=-1, topics=[]),
+        raw(apis.VOTE, cluster_id=None, voter_id=1, topics=ours_empty),
+        raw(apis.BEGIN_QUORUM_EPOCH, cluster_id=CLUSTER_ID, voter_id=1, topics=[],
+            leader_endpoints=[]),
+        raw(apis.END_QUORUM_EPOCH, cluster_id=CLUSTER_ID, leader_endpoints=[],
+            topics=[{"topic_name": "other", "partitions": []}]),
+        raw(apis.FETCH, **raft_fetch, topics=[]),
+        raw(apis.FETCH, **raft_fetch, topics=[{"topic": apis.METADATA_TOPIC, "partitions": []}]),
+        raw(apis.DESCRIBE_QUORUM, topics=[]),
+    ]
+    for request in refused:
+        assert call(port, request).error_code == ErrorCode.invalid_request, request
+    unparsable = [
+        raw(apis.VOTE, cluster_id=CLUSTER_ID, voter_id=-1, topics=None),
+        raw(apis.DESCRIBE_QUORUM, topics=None),
+        raw(apis.FETCH, **{**raft_fetch, "replica_id": -1}, topics=None),
+        raw(apis.LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=None),
+    ]
+    for request in unparsable:
+        assert outcome(port, request) == "closed", request
+    body = call(port, produce_request(9, None))  # type: ignore[arg-type]
+    assert body.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
+    assert node.procs[1].poll() is None
+    assert log_file.read_text().count("Traceback") == failures_before, "a handler failed"
+
+
+def test_a_raft_fetch_parks_no_longer_than_the_request_timeout(node: Cluster) -> None:
+    """MaxWaitMs 2**31 - 1 (24 days) is parked for controller.quorum.request.timeout.ms, not
+    24 days: the fetcher would have given up long before."""
+    port = node.ports[1]
+    described = node.describe(1)
+    end, epoch = described.current_voters[0].log_end_offset, described.leader_epoch
+    me = Endpoint("127.0.0.1", 1)
+    at_end = m.FetchRequest(CLUSTER_ID, 2, epoch, end, epoch, 0)
+    part = call(port, translate.request_to_kio(at_end, me)).responses[0].partitions[0]
+    assert part.error_code == 0 and not part.records and part.diverging_epoch.epoch < 0
+    parked = translate.request_to_kio(dataclasses.replace(at_end, max_wait_ms=2**31 - 1), me)
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=30.0) as sock:
+        sock.sendall(encode_request(7, parked, "parked"))
+        assert sock.recv(65536), "closed instead of answered"
+    assert time.monotonic() - started < 20.0  # the request timeout is 2 s; 24 days unclamped
+
+
+def forged_raft_requests() -> list[Any]:
+    """Raft requests of the right cluster and partition in this node's own name (node 1, the only
+    voter) or a stranger's, with epochs and offsets at the edges of their types."""
+    me = Endpoint("127.0.0.1", 1)
+    top = 2**31 - 1
+    out: list[Any] = []
+    for sender in (1, 2, -1):
+        out += [
+            m.VoteRequest(CLUSTER_ID, top, sender, top, 10**9, False, -1),
+            m.VoteRequest(CLUSTER_ID, top, sender, top - 1, 2**63 - 1, False, 1),
+            m.VoteRequest(CLUSTER_ID, top, sender, 0, 0, True, -1),
+            m.BeginQuorumEpochRequest(CLUSTER_ID, sender, top, -1),
+            m.BeginQuorumEpochRequest(CLUSTER_ID, sender, MAX_EPOCH, 1),
+            m.EndQuorumEpochRequest(CLUSTER_ID, sender, top, (1, -1, top)),
+            m.FetchRequest(CLUSTER_ID, sender, top, 2**63 - 1, top, top),
+            m.FetchRequest(CLUSTER_ID, sender, 1, 0, 0, top),
+        ]
+    return [translate.request_to_kio(msg, me) for msg in out]
+
+
+def outcome(port: int, request: Any) -> str:
+    """"answer" (one response of the request's type), "closed" (nothing, then a closed
+    connection) or "pending" (nothing yet: a long poll); anything else fails."""
+    data = encode_request(7, request, "extreme")
+    with socket.create_connection(("127.0.0.1", port), timeout=3.0) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        got = b""
+        try:
+            while chunk := sock.recv(1 << 20):
+                got += chunk
+        except TimeoutError:
+            if not got:
+                return "pending"
+        except ConnectionResetError:
+            pass
+    if not got:
+        return "closed"
+    (size,) = struct.unpack(">i", got[:4])
+    assert len(got) == 4 + size, f"{len(got)} bytes answer {type(request).__name__}"
+    correlation_id, _ = decode_response(got[4:], response_class(request.__api_key__,
+                                                                request.__version__))
+    assert correlation_id == 7
+    return "answer"
+
+
+def may_stay_unanswered(request: Any) -> bool:
+    """Produce with acks=0 is never answered; a Fetch may be parked up to its MaxWaitMs."""
+    if request.__api_key__ == PRODUCE:
+        return int(request.acks) == 0
+    return request.__api_key__ == FETCH and request.max_wait.total_seconds() >= 1.0
+
+
+def test_extreme_values_for_every_api_leave_node_up_epoch_sane_data_intact(
+        node: Cluster) -> None:
+    port = node.ports[1]
+    produce(node, list(range(1000, 1010)))
+    before = read_all(node)
+    epoch = node.describe(1).leader_epoch
+    log_file = node.root / "node1.log"
+    failures_before = log_file.read_text().count("Traceback")
+    extremes = Extremes(random.Random(2024), CLUSTER_ID, nulls=True)
+    requests = [extremes.request(key, v) for key, v in every_version() for _ in range(6)]
+    requests += forged_raft_requests()
+    assert {r.__api_key__ for r in requests} == set(apis.SUPPORTED_APIS)
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(lambda r: outcome(port, r), requests))
+    for request, got in zip(requests, outcomes, strict=True):
+        if got == "pending":
+            assert may_stay_unanswered(request), request
+        if got == "closed":
+            assert may_be_closed(request), request
+    assert node.procs[1].poll() is None, "the node died"
+    described = node.describe(1)
+    assert described is not None
+    assert (described.leader_id, described.leader_epoch) == (1, epoch)
+    assert read_all(node)[: len(before)] == before
+    assert log_file.read_text().count("Traceback") == failures_before, "a handler failed"
+    with client(node) as c:  # and it still serves
+        c.call(apis.DESCRIBE_QUORUM, describe_quorum_request)
 
 
 def test_data_dir_unchanged_by_fuzz(node: Cluster, tmp_path: Path) -> None:
