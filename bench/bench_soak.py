@@ -162,7 +162,7 @@ class SenderJob:
     index: int
     ports: dict[int, int]
     quota: int
-    deadline: float  # time.time(): a process's monotonic clock is not comparable across starts
+    deadline: float  # time.time(): monotonic() has no reference point shared across processes
     seed: int
     connections: int
 

@@ -129,6 +129,14 @@ class ClientApi:
             (t.name, p) for t in body.topic_data for p in t.partition_data
         ]
         results: dict[tuple[str, int], Awaitable[dict[str, Any]] | dict[str, Any]] = {}
+        keys = [(name, int(p.index)) for name, p in parts]
+        if len(set(keys)) != len(keys):
+            # One answer per partition: a partition named twice would append twice and be
+            # answered once. Kafka's broker refuses such a request; append nothing.
+            for key in keys:
+                results[key] = _produce_error(ErrorCode.invalid_request,
+                                              "a partition is named more than once")
+            parts = []
         for name, p in parts:
             results[(name, int(p.index))] = self._produce_one(
                 int(body.acks), name, p, max(body.timeout.total_seconds(), 0.1))
@@ -178,7 +186,9 @@ class ClientApi:
                     "log_append_time": None, "log_start_offset": self.node.log_start_offset(),
                     "record_errors": [], "error_message": None}
 
-        return done()
+        # A task, not a bare coroutine: if the request is cancelled (its connection closed)
+        # the wait still ends on its own, with nothing left unawaited.
+        return asyncio.ensure_future(done())
 
     # --- Fetch (consumers) --------------------------------------------------------------------
 

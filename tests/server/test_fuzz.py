@@ -138,6 +138,23 @@ def test_bad_produce_requests_get_errors(node: Cluster) -> None:
         assert body.responses[0].partition_responses[0].error_code == code
 
 
+def test_a_partition_named_twice_is_refused_and_nothing_appended(node: Cluster) -> None:
+    """Two batches for __cluster_metadata-0 in one Produce used to append both and answer one
+    (the other's wait was never awaited): now the request is refused whole."""
+    import dataclasses
+
+    before = node.describe(1).high_watermark
+    request = produce_request(9, build_append_batch([424242]))
+    topic = request.topic_data[0]
+    twice = dataclasses.replace(topic, partition_data=topic.partition_data * 2)
+    body = call(node.ports[1], dataclasses.replace(request, topic_data=(twice,)))
+    codes = [p.error_code for p in body.responses[0].partition_responses]
+    assert codes and set(codes) == {ErrorCode.invalid_request}
+    produce(node, [424243])  # the partition still works, and nothing of the refused request
+    assert 424242 not in [v for _, v in read_all(node)]
+    assert node.describe(1).high_watermark >= before + 1
+
+
 def test_list_offsets(node: Cluster) -> None:
     with client(node) as c:
         latest = c.call(LIST_OFFSETS, lambda v: list_offsets_request(v, -1))
