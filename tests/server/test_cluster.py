@@ -75,3 +75,23 @@ def test_unformatted_directory_is_refused(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "format" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_one_voter_cluster_keeps_its_epoch(tmp_path: Path) -> None:
+    """Issue 12: nobody fetches from the leader of a one-voter quorum, and check-quorum used to
+    make it resign every 1.5 fetch timeouts (epochs 1 -> 5 in 20 s at the defaults). With the
+    fetch timeout at 500 ms, 20 s are ~26 check-quorum periods: the node must stay leader of
+    epoch 1 and keep committing."""
+    with Cluster(tmp_path, size=1, extra={"controller.quorum.fetch.timeout.ms": "500"}) as c:
+        c.start()
+        assert c.wait_leader(timeout=30.0) == 1
+        first = c.describe(1, timeout=5.0)
+        assert first is not None and first.leader_epoch == 1
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            d = c.describe(1, timeout=5.0)
+            assert d is not None and (d.leader_id, d.leader_epoch) == (1, 1), d
+        states = [e for e in c.events(1) if e["type"] == "state"]
+        assert [e["state"] for e in states if e["state"] == "resigned"] == []
