@@ -6,10 +6,12 @@ which a host must carry out the core's output.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from reference_node.raft.messages import Entry, ErrorCode, Message
+from reference_node.raft.image import Image
+from reference_node.raft.messages import Entry, ErrorCode, Message, SnapshotId
 
 # --- inputs ---------------------------------------------------------------------------------------
 
@@ -47,10 +49,12 @@ class ClientAppend:
 
 @dataclass(frozen=True, slots=True)
 class ClientRead:
-    """A linearizable read of the committed log from `from_offset`. Answered by a `ReadReply`."""
+    """A linearizable read of the committed log from `from_offset`, or with `image`, of the
+    state machine's kv map (the `kv` workload's reads). Answered by a `ReadReply`."""
 
     request_id: int
     from_offset: int
+    image: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +71,48 @@ class Shutdown:
     heard, and this node's vote was there for the successor) or its shutdown timeout passes."""
 
 
-Input = Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown
+@dataclass(frozen=True, slots=True)
+class SnapshotWritten:
+    """The snapshot `Ready.snapshot_write` asked for is durable (written to a temp file, fsynced,
+    renamed, directory fsynced): the core may now count it, serve it and delete below it."""
+
+    snapshot_id: SnapshotId
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLoaded:
+    """The snapshot the core downloaded (`Ready.snapshot_received`) passed the host's checks and
+    is durable on disk; `image` is its content. The core installs it."""
+
+    snapshot_id: SnapshotId
+    image: Image
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRefused:
+    """The downloaded snapshot failed the host's checks (bad CRC, missing footer, an id its
+    content does not match): the core discards it and asks the leader again."""
+
+    snapshot_id: SnapshotId
+    reason: str
+
+
+Input = (
+    Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown | SnapshotWritten
+    | SnapshotLoaded | SnapshotRefused
+)
+
+
+class SnapshotStore(Protocol):
+    """The host's durable snapshots, as the core reads them (synchronously, as it reads
+    `StoredEntries`): to answer FetchSnapshot. Only snapshots the host reported durable
+    (`SnapshotWritten`, `SnapshotLoaded`, or found valid at start) are asked for."""
+
+    def size(self, snapshot_id: SnapshotId) -> int | None:
+        """The snapshot file's size in bytes, or None when the host does not have it."""
+
+    def read(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        """Up to `max_bytes` of the file from `position` (fewer only at its end)."""
 
 # --- outputs --------------------------------------------------------------------------------------
 
@@ -111,6 +156,9 @@ class AppendReply:
     indeterminate: bool = False
     leader_id: int | None = None
     leader_epoch: int = 0
+    outcomes: tuple[str | None, ...] = ()
+    """On success, per offset: what applying it did (`Image.apply`): "ok", "swapped",
+    "not-swapped" for kv commands, None for opaque data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +172,23 @@ class ReadReply:
     records: tuple[Entry, ...] = ()
     leader_id: int | None = None
     leader_epoch: int = 0
+    kv: tuple[tuple[Hashable, Any], ...] | None = None
+    """For a `ClientRead(image=True)`: the kv map at `high_watermark`, as sorted pairs."""
 
 
 ClientReply = AppendReply | ReadReply
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """A snapshot to write: `image` (a copy: the core goes on applying) under `snapshot_id`.
+
+    `snapshot_id` is `image.snapshot_id` but for the `snapshot-off-by-one` switch; `high_watermark`
+    is the core's when it asked (a snapshot never goes past it but for `snapshot-uncommitted`)."""
+
+    snapshot_id: SnapshotId
+    image: Image
+    high_watermark: int
 
 
 @dataclass(slots=True)
@@ -134,13 +196,25 @@ class Ready:
     """Everything the core wants done since the last `advance`. The host MUST act in this order:
 
     1. `quorum_state`, when not None: write the quorum-state file and fsync it.
-    2. `truncate_to`, when not None: remove every log entry at or after that offset.
-    3. `entries`: append them to the log (in order; they follow the truncation).
-    4. `flush`: when True, start a flush of the log; when it is done, step `LogFlushed(end)` with
+    2. `log_reset`, when not None: a downloaded snapshot was installed (it is durable: the host
+       said so with `SnapshotLoaded`). Remove the whole log; it now starts, empty, at
+       `log_reset.end_offset`; delete every snapshot older than it.
+    3. `truncate_to`, when not None: remove every log entry at or after that offset.
+    4. `entries`: append them to the log (in order; they follow the truncation).
+    5. `flush`: when True, start a flush of the log; when it is done, step `LogFlushed(end)` with
        the log end offset it covered. The flush may finish later: messages need not wait for it.
-    5. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
-    6. `replies`: answer the clients.
-    7. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
+    6. `snapshot_write`, when not None: write this image as snapshot `snapshot_write.snapshot_id`
+       (temp file, fsync, rename, fsync the directory), in the background; step
+       `SnapshotWritten(id)` when it is durable.
+    7. `snapshot_received`, when not None: the bytes of a snapshot downloaded from the leader.
+       Check them (CRC, header, footer, the id against the content), write them durably, and
+       step `SnapshotLoaded(id, image)`, or `SnapshotRefused(id, reason)`.
+    8. `delete_before`, when not None: the log start offset moves up to
+       `delete_before.end_offset` (a durable snapshot covers what is below): delete the segments
+       wholly below it and every snapshot older than `delete_before`.
+    9. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
+    10. `replies`: answer the clients.
+    11. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
 
     Then call `advance(ready)`. Step no input between `ready()` and `advance()`.
     """
@@ -149,6 +223,10 @@ class Ready:
     truncate_to: int | None = None
     entries: list[Entry] = field(default_factory=list)
     flush: bool = False
+    snapshot_write: SnapshotWrite | None = None
+    snapshot_received: tuple[SnapshotId, bytes] | None = None
+    log_reset: SnapshotId | None = None
+    delete_before: SnapshotId | None = None
     messages: list[Send] = field(default_factory=list)
     replies: list[ClientReply] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -157,6 +235,10 @@ class Ready:
         return bool(
             self.quorum_state is not None
             or self.truncate_to is not None
+            or self.snapshot_write is not None
+            or self.snapshot_received is not None
+            or self.log_reset is not None
+            or self.delete_before is not None
             or self.entries
             or self.flush
             or self.messages

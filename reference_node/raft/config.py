@@ -46,6 +46,18 @@ class Unsafe(enum.Enum):
         "stale-leader-reads",
         "answer reads without confirming leadership (a node's `read.mode=leader` turns it on)",
     )
+    SNAPSHOT_OFF_BY_ONE = (
+        "snapshot-off-by-one",
+        "a snapshot's id names one offset more than it holds (KAFKA-14618)",
+    )
+    SNAPSHOT_UNCOMMITTED = (
+        "snapshot-uncommitted",
+        "the image applies, and snapshots, entries above the high watermark",
+    )
+    DELETE_BEFORE_SNAPSHOT = (
+        "delete-before-snapshot",
+        "delete the log below a snapshot before the snapshot is durable",
+    )
 
     @classmethod
     def names(cls) -> str:
@@ -89,12 +101,27 @@ class RaftConfig:
     fetch_max_entries: int = 64
     """How many entries one Fetch response carries at most (Kafka bounds it by bytes)."""
     pre_vote: bool = True
+    snapshot_max_record_bytes: int = 20 * 1024 * 1024
+    """Kafka's `metadata.log.max.record.bytes.between.snapshots`: snapshot once this many bytes
+    of records were applied since the last snapshot (record bytes as `entry_bytes` counts them)."""
+    snapshot_interval_ms: int = 60 * 60 * 1000
+    """Kafka's `metadata.log.max.snapshot.interval.ms`: snapshot once this long has passed since
+    the last one, if anything was applied since (0 turns the timer off)."""
+    retention_bytes: int = 100 * 1024 * 1024
+    """Kafka's `metadata.max.retention.bytes`: once the log below the latest snapshot holds more,
+    the log start offset moves up to that snapshot (-1: no limit)."""
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    """Kafka's `metadata.max.retention.ms`: once the snapshot at the log start offset is older,
+    the log start offset moves up to the latest snapshot (-1: no limit)."""
+    snapshot_chunk_bytes: int = 1024 * 1024
+    """FetchSnapshot's MaxBytes: the most a follower asks for in one chunk."""
     unsafe: frozenset[Unsafe] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         # Names are accepted too (tests and older callers), but only names `Unsafe` knows.
         object.__setattr__(self, "unsafe", Unsafe.of(self.unsafe))
-        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms",
+                     "snapshot_max_record_bytes", "snapshot_chunk_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -104,3 +131,13 @@ class RaftConfig:
 
     def has(self, switch: Unsafe) -> bool:
         return switch in self.unsafe
+
+
+RECORD_OVERHEAD_BYTES = 70
+"""What one record costs beyond its value, as the snapshot and retention thresholds count bytes:
+about a one-record batch's header and the record's own framing in Kafka's format."""
+
+
+def entry_bytes(payload: bytes) -> int:
+    """A record's size as the snapshot and retention thresholds count it."""
+    return len(payload) + RECORD_OVERHEAD_BYTES

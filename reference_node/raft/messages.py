@@ -17,6 +17,8 @@ Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `Err
 | INCONSISTENT_VOTER_SET | 94 | a voter-only request from or to a non-voter |
 | INVALID_VOTER_KEY | 132 | the request's VoterId is not this node |
 | INVALID_REQUEST | 42 | malformed (negative offsets, a LastFetchedEpoch above the epoch, ...) |
+| SNAPSHOT_NOT_FOUND | 98 | a FetchSnapshot names a snapshot the leader does not have (any more) |
+| POSITION_OUT_OF_RANGE | 99 | a FetchSnapshot's position is past the snapshot's size |
 
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).
@@ -43,10 +45,13 @@ __all__ = [
     "ErrorCode",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "LeaderChange",
     "Message",
     "Request",
     "Response",
+    "SnapshotId",
     "VoteRequest",
     "VoteResponse",
     "error_response",
@@ -118,6 +123,15 @@ class LeaderChange:
             return tuple(int(v) for v in text.split(",") if v)
 
         return cls(int(leader), ids(voters), ids(granting))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot's name (KIP-630): it holds every entry below `end_offset`, the last of which
+    has epoch `epoch`. On disk: `<end_offset %020d>-<epoch %010d>.checkpoint`."""
+
+    end_offset: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,10 +284,57 @@ class FetchResponse:
     log_start_offset: int = 0
     records: tuple[Entry, ...] = ()
     diverging_epoch: DivergingEpoch | None = None
+    snapshot_id: SnapshotId | None = None
+    """KIP-630: the fetch offset is below the leader's log start offset (or the logs diverge
+    below it): fetch this snapshot with FetchSnapshot, install it, and fetch on from its end."""
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+# --- FetchSnapshot (KIP-630) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """Ask the leader for the bytes of snapshot `snapshot_id` from `position` (at most
+    `max_bytes`). Sent by a follower or observer that a Fetch answered with a SnapshotId."""
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+    @property
+    def sender(self) -> int:
+        return self.replica_id
+
+    @property
+    def epoch(self) -> int:
+        return self.current_leader_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """A chunk of a snapshot's file: `data` is its bytes from `position`; `size` is the whole
+    file's. Kafka's UnalignedRecords: a chunk need not end on a batch boundary."""
+
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: SnapshotId | None = None
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
+
+
+Request = (
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+    | FetchSnapshotResponse
+)
 Message = Request | Response
 
 RESPONSE_TO: dict[type, type] = {
@@ -281,6 +342,7 @@ RESPONSE_TO: dict[type, type] = {
     BeginQuorumEpochRequest: BeginQuorumEpochResponse,
     EndQuorumEpochRequest: EndQuorumEpochResponse,
     FetchRequest: FetchResponse,
+    FetchSnapshotRequest: FetchSnapshotResponse,
 }
 """Each request type and the response type that answers it: the one copy hosts share (the
 server pairs answers with waiting requests by it, the simulator drops unasked responses by it)."""
