@@ -35,6 +35,13 @@ class Case:
 
 SMOKE = ("smoke", "full")
 
+SMALL_SNAPSHOTS: tuple[tuple[str, str], ...] = (
+    ("metadata.log.max.record.bytes.between.snapshots", "2000"),
+    ("metadata.max.retention.bytes", "0"),
+)
+"""Snapshot every ~25 records and keep no log below the latest snapshot: a follower kept away for
+a few seconds comes back below the leader's log start and must install a snapshot (KIP-630)."""
+
 CASES: list[Case] = [
     Case("append", "none", marks=SMOKE, severity="blocker"),
     Case("append", "partition", marks=SMOKE, severity="critical"),
@@ -54,4 +61,18 @@ CASES: list[Case] = [
          node_config=(("unsafe", "stale-leader-reads"),), severity="minor", min_time_limit=60),
     Case("append", "partition,kill", expect="invalid",
          node_config=(("unsafe", "no-log-check"),), severity="minor"),
+    # Snapshots (KIP-630) and the state machine: the kv workload judged by WGL, snapshots taken
+    # and installed during the run; then each snapshot defect, caught from the nodes' data.
+    Case("kv", "partition", node_config=SMALL_SNAPSHOTS, marks=SMOKE, severity="critical"),
+    Case("kv", "partition,pause,kill", node_config=SMALL_SNAPSHOTS, severity="critical"),
+    Case("append", "lagging-follower", node_config=SMALL_SNAPSHOTS, severity="critical"),
+    Case("kv", "partition", partition_shapes="leader", expect="invalid",
+         node_config=(("unsafe", "no-check-quorum"), ("read.mode", "leader")), severity="minor",
+         min_time_limit=25, nemesis_interval=8, rate=20),
+    Case("append", "lagging-follower", expect="invalid",
+         node_config=(*SMALL_SNAPSHOTS, ("unsafe", "snapshot-off-by-one")), severity="minor"),
+    Case("append", "lagging-follower", expect="invalid",
+         node_config=(*SMALL_SNAPSHOTS, ("unsafe", "snapshot-uncommitted")), severity="minor"),
+    Case("append", "kill", expect="invalid",
+         node_config=(*SMALL_SNAPSHOTS, ("unsafe", "delete-before-snapshot")), severity="minor"),
 ]

@@ -4,6 +4,10 @@ A workload declares which of these judges it (workloads/: `append` -> `check_log
 history, which carries only its model's name (test.json's `workload`), is judged by `check` through
 `MODELS`, the models the checkers know (`kraft check --model`).
 
+With node data (`nodes/<node>/`), every suite adds `raft-invariants` and `snapshots` (the KIP-630
+snapshot/log invariants; the append history's reads and acknowledgements are evidence for them
+too, a kv history has none).
+
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
 a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
 op, a final read of a log, a run that finished: test.json's `outcome`). The verdict is the worst
@@ -32,6 +36,7 @@ from checkers import (
     log_anomalies,
     log_linearizable,
     raft_invariants,
+    snapshots,
 )
 from checkers import node_data as node_data_module
 from checkers.history import Op, Outline, open_invokes
@@ -135,8 +140,11 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
     parsed = suite(history, options, verdicts)
     if nodes:
         acked = _acked(parsed)
-        verdicts.run("raft-invariants",
-                     lambda: raft_invariants.check(node_data_module.read(nodes), acked))
+        node_data = _NodeDataOnce(nodes)
+        verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
+        # snapshot/log invariants: the append history's reads and acks are evidence too; other
+        # workloads (kv) are judged on the node data alone
+        verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed))
     results = verdicts.results
 
     anomalies = merge_anomalies(list(results.values()))
@@ -216,6 +224,20 @@ def _guard(checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             "error": f"{type(exc).__name__}: {exc}",
             "trace": traceback.format_exc(limit=6),
         }
+
+
+class _NodeDataOnce:
+    """The nodes' data, read once for the checkers that judge it (a bad file raises each time,
+    so every checker that needs it says `unknown` with the same line)."""
+
+    def __init__(self, nodes: Mapping[str, Path]) -> None:
+        self.nodes = nodes
+        self.data: list[node_data_module.NodeData] | None = None
+
+    def __call__(self) -> list[node_data_module.NodeData]:
+        if self.data is None:
+            self.data = node_data_module.read(self.nodes)
+        return self.data
 
 
 def _acked(parsed: append_history.AppendHistory | None) -> list[tuple[int, int, int]]:

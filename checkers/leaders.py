@@ -5,9 +5,9 @@ Theory of operation. Each node records its own state changes in `nodes/<node>/ev
 nanoseconds since the workload started. `clock_zero` finds the wall-clock instant of history time
 zero, from the best evidence the run holds (`ALIGNMENTS`, best first), and says how good it is.
 `read` then turns each node's events into `Span`s (the node's role over an interval, on the
-history clock in milliseconds) and point `Mark`s (start, stop, truncate); `tenures` merges the
-leader spans of every node into one lane that shows who led, and where two nodes believed they did
-at once. `fault_bands` labels the fault windows of `checkers.faults` with the nodes they touched.
+history clock in milliseconds) and point `Mark`s (start, stop, truncate, snapshot install, log
+start); `tenures` merges the leader spans of every node into one lane that shows who led, and where
+two nodes believed they did at once. `fault_bands` labels the fault windows of `checkers.faults` with the nodes they touched.
 
 `timeline` draws the same model in the browser; `render` draws `plots/leaders.png` (matplotlib is
 imported there only, so the timeline does not pay for it).
@@ -223,6 +223,13 @@ def _walk(node: NodeData, by_id: Mapping[str, str], zero: float,
             marks.append(Mark(node.name, "truncate", at,
                               f"truncate from offset {event.get('offset')} "
                               f"({event.get('reason', '')})".replace(" ()", "")))
+        elif kind == "snapshot-install":
+            marks.append(Mark(node.name, "install", at,
+                              f"install snapshot {event.get('end_offset')}-{event.get('epoch')} "
+                              f"from leader {event.get('leader')}"))
+        elif kind == "log-start":
+            marks.append(Mark(node.name, "log-start", at,
+                              f"log start moves to offset {event.get('offset')}"))
     close(end)
     return spans, [m for m in marks if 0 <= m.time <= end]
 
@@ -272,13 +279,15 @@ def nodes_touched(value: Any) -> str:
 # --- plots/leaders.png -------------------------------------------------------------------------
 
 ROW_HEIGHT = 0.8
-MARK_STYLES = {"start": ("^", "#2a9d3f"), "stop": ("s", "#333333"), "truncate": ("x", "#c00000")}
+MARK_STYLES = {"start": ("^", "#2a9d3f"), "stop": ("s", "#333333"), "truncate": ("x", "#c00000"),
+               "install": ("D", "#1f6fb4"), "log-start": ("|", "#7a4fb0")}
 
 
 def render(history: list[Op], run_dir: Path, path: Path) -> None:
     """Write the leadership picture of a stored run to `path` (a PNG): a `leader` row (who
     claimed leadership, red where two nodes did at once), one row per node coloured by role with
-    the epoch on each leadership, start/stop/truncate marks, and the fault bands across."""
+    the epoch on each leadership, start/stop/truncate/install/log-start marks, and the fault
+    bands across."""
     import matplotlib
 
     matplotlib.use("Agg")

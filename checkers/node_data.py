@@ -2,7 +2,8 @@
 
 `events.jsonl` is flushed per line but not fsynced, so a node killed mid-write may leave a torn
 last line: that one line is skipped (and counted); a bad line anywhere else is an error, since the
-invariants cannot be judged on a record that cannot be read.
+invariants cannot be judged on a record that cannot be read. `snapshots.jsonl` (one line per
+snapshot file, written by `collect`) is read the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ class NodeData:
     events: list[dict[str, Any]] = field(default_factory=list)
     log: list[dict[str, Any]] | None = None  # log.jsonl, when present
     final: dict[str, Any] | None = None  # final.json, when present
-    torn_lines: int = 0
+    # snapshots.jsonl, when present: one line per `.checkpoint` file the node held at the end
+    snapshots: list[dict[str, Any]] | None = None
+    torn_lines: int = 0  # of events.jsonl
+    torn_snapshot_lines: int = 0
 
     @property
     def node_id(self) -> str:
@@ -35,6 +39,16 @@ class NodeData:
             if event.get("node") is not None:
                 return str(event["node"])
         return self.name
+
+    @property
+    def log_start_offset(self) -> int | None:
+        """The node's final log start offset: final.json's, else where its log.jsonl begins."""
+        if self.final is not None and type(self.final.get("log_start_offset")) is int:
+            return int(self.final["log_start_offset"])
+        if self.log:
+            first = self.log[0].get("offset")
+            return first if type(first) is int else None
+        return None
 
 
 def read(nodes: Mapping[str, Path]) -> list[NodeData]:
@@ -47,6 +61,9 @@ def read(nodes: Mapping[str, Path]) -> list[NodeData]:
         log = Path(directory) / "log.jsonl"
         if log.exists():
             data.log, _ = _jsonl(log, tolerate_torn_tail=False)
+        snapshots = Path(directory) / "snapshots.jsonl"
+        if snapshots.exists():
+            data.snapshots, data.torn_snapshot_lines = _jsonl(snapshots, tolerate_torn_tail=True)
         final = Path(directory) / "final.json"
         if final.exists():
             try:

@@ -4,9 +4,12 @@
 - `epoch-regression`: a node's epoch goes down (epochs are durable, so not even across restarts).
 - `hw-regression`: a node's high watermark goes down while it runs (it is not durable, so a
   restart begins afresh).
-- `committed-truncation`: a node truncates its log below its own high watermark.
-- `log-divergence`: two nodes' committed prefixes (below their final high watermarks) differ.
-- `lost-write`: an acknowledged append is not at its offset in the final committed log.
+- `committed-truncation`: a node truncates its log below its own high watermark (unless it is
+  installing a snapshot that ends at or above that watermark: the snapshot holds what went).
+- `log-divergence`: two nodes' committed prefixes (below their final high watermarks) differ, on
+  the offsets both still hold (a log may begin at its log start offset, above 0).
+- `lost-write`: an acknowledged append is not at its offset in the final committed log. An offset
+  below every node's log start is left to the snapshot checker (`checkers/snapshots.py`).
 """
 
 from __future__ import annotations
@@ -47,14 +50,18 @@ def _leaders(nodes: list[NodeData], found: Anomalies) -> None:
                       epoch=epoch, nodes=sorted({ev["node"] for ev in leaders.values()}))
 
 
+# the events whose `epoch` is the node's current epoch (a snapshot event's is the snapshot id's)
+_NODE_EPOCH = frozenset({"state", "high-watermark", "truncate"})
+
+
 def _monotonic(node: NodeData, found: Anomalies) -> None:
     epoch: tuple[Any, Any] | None = None  # (epoch, ts)
     hw: tuple[Any, Any] | None = None
-    for event in node.events:
+    for position, event in enumerate(node.events):
         kind, ts = event.get("type"), event.get("ts")
         if kind == "start":
             hw = None
-        if event.get("epoch") is not None:
+        if kind in _NODE_EPOCH and event.get("epoch") is not None:
             if epoch is not None and event["epoch"] < epoch[0]:
                 found.add("epoch-regression", [],
                           f"node {node.name}: epoch went from {epoch[0]} (ts {epoch[1]}) "
@@ -69,16 +76,38 @@ def _monotonic(node: NodeData, found: Anomalies) -> None:
             if hw is None or event["hw"] > hw[0]:
                 hw = (event["hw"], ts)
         if kind == "truncate" and hw is not None and event.get("offset") is not None \
-                and event["offset"] < hw[0]:
+                and event["offset"] < hw[0] and not _installing(node.events, position, hw[0]):
             found.add("committed-truncation", [],
                       f"node {node.name}: truncated from offset {event['offset']} (ts {ts}, "
                       f"{event.get('reason')}) below its high watermark {hw[0]}", nodes=[node.name])
 
 
+# what a snapshot install may write beside its truncation, in either order
+_INSTALL_COMPANIONS = frozenset({"high-watermark", "log-start", "fetch-snapshot", "state"})
+
+
+def _installing(events: list[dict[str, Any]], position: int, hw: int) -> bool:
+    """Whether the truncation at `position` is part of installing a snapshot that ends at or above
+    `hw`: its reason says so, or the node's neighbouring events (past the install's companions)
+    include the `snapshot-install`."""
+    if events[position].get("reason") == "snapshot-install":
+        return True
+    for step in (-1, 1):
+        at = position + step
+        while 0 <= at < len(events) and events[at].get("type") in _INSTALL_COMPANIONS:
+            at += step
+        if 0 <= at < len(events) and events[at].get("type") == "snapshot-install":
+            end = events[at].get("end_offset")
+            if type(end) is int and end >= hw:
+                return True
+    return False
+
+
 def _committed(nodes: list[NodeData], found: Anomalies) -> dict[int, tuple[Any, str]] | None:
     """The union of the nodes' committed prefixes (offset -> (value, node)), noting divergence.
     None when no node left both its log and a final high watermark."""
-    merged: dict[int, tuple[Any, Any, str]] = {}  # offset -> (epoch, value, node)
+    # offset -> (epoch, value, node, payload): a kv command's value is null, its payload tells it
+    merged: dict[int, tuple[Any, Any, str, Any]] = {}
     any_node = False
     diverged: set[tuple[str, str]] = set()
     for node in nodes:
@@ -90,17 +119,23 @@ def _committed(nodes: list[NodeData], found: Anomalies) -> dict[int, tuple[Any, 
             offset = entry.get("offset")
             if offset is None or offset >= hw:
                 continue
-            mine = (entry.get("epoch"), entry.get("value"), node.name)
+            mine = (entry.get("epoch"), entry.get("value"), node.name, entry.get("payload"))
             theirs = merged.setdefault(offset, mine)
-            if theirs[:2] != mine[:2] and (theirs[2], node.name) not in diverged:
+            if (theirs[:2] != mine[:2] or theirs[3] != mine[3]) \
+                    and (theirs[2], node.name) not in diverged:
                 diverged.add((theirs[2], node.name))
                 found.add("log-divergence", [],
-                          f"committed offset {offset}: node {theirs[2]} has value {theirs[1]} "
-                          f"(epoch {theirs[0]}), node {node.name} has value {mine[1]} "
-                          f"(epoch {mine[0]})", offset=offset, nodes=[theirs[2], node.name])
+                          f"committed offset {offset}: node {theirs[2]} has value "
+                          f"{_shown(theirs)} (epoch {theirs[0]}), node {node.name} has value "
+                          f"{_shown(mine)} (epoch {mine[0]})", offset=offset,
+                          nodes=[theirs[2], node.name])
     if not any_node:
         return None
-    return {offset: (value, name) for offset, (_, value, name) in merged.items()}
+    return {offset: (value, name) for offset, (_, value, name, _) in merged.items()}
+
+
+def _shown(entry: tuple[Any, Any, str, Any]) -> str:
+    return str(entry[1]) if entry[3] is None else repr(entry[3])
 
 
 def _acked_committed(committed: dict[int, tuple[Any, str]], acked: Iterable[tuple[int, int, int]],

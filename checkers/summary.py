@@ -23,6 +23,7 @@ def render(results: dict[str, Any], history: list[Op]) -> str:
     lines += _partial((results.get("checkers") or {}).get("completeness") or {})
     lines += _availability(stats.get("availability") or {})
     lines += _checkers(results.get("checkers") or {})
+    lines += _snapshots((results.get("checkers") or {}).get("snapshots") or {})
     lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
     valid = results.get("valid")
     reason = results.get("reason") if valid is not True and valid is not False else None
@@ -78,6 +79,26 @@ def _checkers(checkers: dict[str, dict[str, Any]]) -> list[str]:
     for name, result in checkers.items():
         note = f"  ({result['error']})" if result.get("error") else ""
         lines.append(f"  {name:<18} {_verdict(result.get('valid')).split(' ')[0].lower()}{note}")
+    return lines
+
+
+def _snapshots(result: dict[str, Any]) -> list[str]:
+    """What the snapshot checker saw, so that a run shows whether snapshots were exercised at all."""
+    if not result.get("snapshots") and not result.get("installs"):
+        return []
+    lines = [f"snapshots: {result.get('snapshots', 0)} checked ({result.get('verified', 0)} "
+             f"verified against the log, {result.get('unverifiable', 0)} unverifiable), "
+             f"{result.get('installs', 0)} installed, {result.get('invalid_files', 0)} invalid "
+             f"file(s)"]
+    starts = result.get("log_start_offsets") or {}
+    if any(starts.values()):
+        lines.append("  log start offsets: " + ", ".join(f"{node}={start}"
+                                                         for node, start in starts.items()))
+    writes = result.get("writes_below_log_start") or {}
+    if writes.get("acked_below_log_start"):
+        lines.append(f"  acknowledged writes below a log start: "
+                     f"{writes['acked_below_log_start']} ({writes.get('proven_present', 0)} "
+                     f"proven present by a snapshot, {writes.get('unverifiable', 0)} unverifiable)")
     return lines
 
 

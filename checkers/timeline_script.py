@@ -77,6 +77,8 @@ header h1 { font-size: 15px; margin: 0; }
 .mark.start { border-color: #2a9d3f; color: #1d6b2b; }
 .mark.stop { border-color: #1d232a; }
 .mark.truncate { border-color: #c00000; color: #a00000; }
+.mark.install { border-color: #1f6fb4; color: #1f6fb4; }
+.mark.log-start { border-color: #7a4fb0; color: #7a4fb0; }
 #tip { position: fixed; z-index: 100; display: none; pointer-events: none; max-width: 640px;
        padding: 6px 8px; border-radius: 4px; background: #1d232a; color: #fff;
        font: 11px/1.4 ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
@@ -184,7 +186,7 @@ SCRIPT = r"""
     if (names.length <= 3) return (names.length > 1 ? "processes " : "process ") + names.join(", ");
     return `processes ${names[0]} … ${names[names.length - 1]} (${names.length})`;
   }
-  const SYMBOL = {start: "▲", stop: "■", truncate: "✕"};
+  const SYMBOL = {start: "▲", stop: "■", truncate: "✕", install: "◆", "log-start": "⇥"};
   function drawMark(lane, i, out) {
     const m = lane.rows[i];
     out.push(`<div class="mark ${m[2]}" data-t="${lane.id}:${i}" style="left:${lane.x + 2}px;` +

@@ -5,8 +5,8 @@ things, and nothing else:
 
 - `generator(seed)`: a pure generator (contracts/generator.py) of the clients' invoke ops, the
   same ops for the same seed;
-- `final_op()`: the invoke op every node is asked once the faults are healed (the runner marks the
-  completions `"final": true`);
+- `final_ops()`: the invoke ops every node is asked, in order, once the faults are healed (the
+  runner marks the completions `"final": true`): the log's one read from 0, a read of each key;
 - `checker`: the function from the history (and the test, and each node's collected files) to
   the results.json dict, `{"valid": true | false | "unknown", "checkers": {NAME: {...}}, ...}`.
 
@@ -42,4 +42,4 @@ class Workload(Protocol):
 
     def generator(self, seed: int) -> Generator: ...
 
-    def final_op(self) -> Op: ...
+    def final_ops(self) -> list[Op]: ...

@@ -28,6 +28,7 @@ class TestConfig:
     nemesis: list[str] = field(default_factory=lambda: ["partition", "pause", "kill"])
     nemesis_interval: float = 5.0
     partition_shapes: list[str] = field(default_factory=list)  # empty: every shape
+    lagging_duration: float = 15.0  # seconds the lagging-follower nemesis keeps its node away
     time_limit: float = 60.0
     concurrency: int = 0  # 0: twice the number of nodes
     rate: float = 10.0  # ops per second, all processes together

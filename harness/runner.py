@@ -215,7 +215,8 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   out: TextIO, problems: list[str]) -> None:
     seeds = config.seeds()
     env = Env(backend, db, config.nodes)
-    schedule = Schedule(build(config.nemesis, env, config.partition_shapes),
+    schedule = Schedule(build(config.nemesis, env, config.partition_shapes,
+                              config.lagging_duration),
                         config.nemesis_interval, seeds["nemesis"], history, log)
     completions: queue.Queue[tuple[Worker, Op]] = queue.Queue()
 
@@ -278,9 +279,10 @@ def _stop_if_unrecorded(history: History) -> None:
 def _final_reads(config: TestConfig, workload: Workload, history: History,
                  make_client: Callable[[str], Callable[[], Client]], process: int,
                  log: Callable[[str], None]) -> None:
-    """One read from every node, retried (each try in the history) until it succeeds or the
-    recovery time runs out."""
+    """The workload's final reads (one, or one per key) from every node, each retried (each try
+    in the history) until it succeeds or the recovery time runs out."""
     deadline = time.monotonic() + config.recovery_time
+    reads = workload.final_ops()
     for node in config.nodes:
         open_client = make_client(node)
         client: Client | None = None
@@ -290,21 +292,23 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
             if client is None:
                 client = open_client()
             return client
-        while True:
-            invoke = history.record({**workload.final_op(), "process": process})
-            done = history.record(perform(invoke, client_for, config.op_timeout))
-            _stop_if_unrecorded(history)
-            if done["type"] == "info":
-                process += 1
-                if client is not None:
-                    _close(client)
-                    client = None
-            if done["type"] == "ok" or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        for read in reads:
+            while True:
+                invoke = history.record({**read, "process": process})
+                done = history.record(perform(invoke, client_for, config.op_timeout))
+                _stop_if_unrecorded(history)
+                if done["type"] == "info":
+                    process += 1
+                    if client is not None:
+                        _close(client)
+                        client = None
+                if done["type"] == "ok" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            log(f"final {read['f']} {json.dumps(read.get('value'))} on {node}: {done['type']} "
+                f"{json.dumps(done.get('error'))}")
         if client is not None:
             _close(client)
-        log(f"final read on {node}: {done['type']} {json.dumps(done.get('error'))}")
         process += 1
 
 

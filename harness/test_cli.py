@@ -27,8 +27,9 @@ from harness.config import (
     parse_nodes,
 )
 from harness.store import valid_name
+from nemesis.lagging import DURATION as LAGGING_DURATION
 from nemesis.partition import SHAPES
-from nemesis.registry import KINDS, available
+from nemesis.registry import DEFAULT_KINDS, KINDS, available
 
 EXIT_USAGE = 64
 # Past these a number is a typo, and it would fail only at run time (a timer that overflows, an
@@ -65,8 +66,8 @@ _SECONDS = _number(0.001, MAX_SECONDS, "seconds")
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kraft test", description=(
-        "Run one Jepsen-style test: deploy the target's nodes, run client processes that append "
-        "and read while the nemesis injects faults, check the history, store the run under "
+        "Run one Jepsen-style test: deploy the target's nodes, run client processes (the workload's ops) "
+        "while the nemesis injects faults, check the history, store the run under "
         "RESULTS_DIR/TEST_NAME/START/, and print the verdict. Exit 0 valid, 1 invalid, "
         "2 unknown, 3 the run failed, 64 bad usage."))
     p.add_argument("--backend", default="auto",
@@ -76,12 +77,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", default="3", help="a count (n1..nN) or comma-separated names")
     p.add_argument("--workload", default="append", help=f"{', '.join(workloads.WORKLOADS)}")
     p.add_argument("--nemesis", default=None,
-                   help=f"comma list of {', '.join(KINDS)}, or none (default: all the backend "
-                        "and target allow)")
+                   help=f"comma list of {', '.join(KINDS)}, or none (default: "
+                        f"{', '.join(DEFAULT_KINDS)}, those the backend and target allow)")
     p.add_argument("--nemesis-interval", type=_SECONDS, default=5.0,
                    help="seconds between faults, and each fault's duration (default 5)")
     p.add_argument("--partition-shapes", default=None,
                    help=f"comma list of {', '.join(SHAPES)} (default: all)")
+    p.add_argument("--lagging-duration", type=_SECONDS, default=LAGGING_DURATION,
+                   help="seconds the lagging-follower nemesis keeps a follower cut off, so that "
+                        "the leader snapshots past it and it must install the snapshot "
+                        f"(default {LAGGING_DURATION:g})")
     p.add_argument("--time-limit", type=_SECONDS, default=60.0, help="seconds of workload (60)")
     p.add_argument("--concurrency", type=int, default=0,
                    help="client processes (default: twice the nodes)")
@@ -113,7 +118,7 @@ def config_from(args: argparse.Namespace) -> TestConfig:
                          f"one of: {', '.join(workloads.WORKLOADS)}")
     if args.test_name and not valid_name(args.test_name):
         raise UsageError(f"--test-name: {args.test_name!r} is not a plain file name")
-    nemesis = (list(KINDS) if args.nemesis is None
+    nemesis = (list(DEFAULT_KINDS) if args.nemesis is None
                else parse_list("--nemesis", args.nemesis, KINDS, allow_none=True))
     shapes = ([] if args.partition_shapes is None
               else parse_list("--partition-shapes", args.partition_shapes, SHAPES, False))
@@ -121,6 +126,7 @@ def config_from(args: argparse.Namespace) -> TestConfig:
     return TestConfig(backend=args.backend, target=args.target, nodes=parse_nodes(args.nodes),
                       workload=args.workload, nemesis=nemesis,
                       nemesis_interval=args.nemesis_interval, partition_shapes=shapes,
+                      lagging_duration=args.lagging_duration,
                       time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),

@@ -10,6 +10,13 @@ A shape turns the nodes (and the leader, for `leader`) into a set of one-way cut
 - `majorities-ring`: Jepsen's; nodes on a shuffled ring, each hears only the majority centred on
   itself, so every node sees a majority and no two see the same one.
 - `bridge`: two halves that cannot talk, and one node in between that talks to both.
+- `follower`: one voter that is not the leader cut off from all others, so that the leader goes on
+  committing (and, KIP-630, snapshotting past it and deleting the log it would fetch) without it;
+  on its return it must catch up, from a snapshot if the leader's log start passed it. The
+  `lagging-follower` nemesis (nemesis/lagging.py) holds this shape long enough for that.
+
+The shapes that need the leader (`leader`, `follower`) draw a random node when none is known, and
+the description says `"leader": null`.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ from typing import Any
 
 from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
+from nemesis.links import Link, Links
 
-Link = tuple[str, str]
-SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge")
+SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge", "follower")
+# the shapes drawn with the leader's name: a target that cannot tell it cannot have them
+NEEDS_LEADER = ("leader", "follower")
 
 
 def _between(a: list[str], b: list[str]) -> set[Link]:
@@ -63,6 +72,13 @@ def bridge(nodes: list[str], rng: random.Random) -> tuple[set[Link], dict[str, A
     return _between(left, right), {"groups": [left, right], "bridge": middle}
 
 
+def lagging_follower(nodes: list[str], rng: random.Random,
+                     leader: str | None) -> tuple[set[Link], dict[str, Any]]:
+    followers = [n for n in nodes if n != leader] or list(nodes)
+    cuts, info = isolate(rng.choice(followers), nodes)
+    return cuts, {**info, "leader": leader}
+
+
 def cuts_for(shape: str, nodes: list[str], rng: random.Random,
              leader: str | None) -> tuple[set[Link], dict[str, Any]]:
     if shape == "halves":
@@ -76,32 +92,35 @@ def cuts_for(shape: str, nodes: list[str], rng: random.Random,
         return majorities_ring(nodes, rng)
     if shape == "bridge":
         return bridge(nodes, rng)
+    if shape == "follower":
+        return lagging_follower(nodes, rng, leader)
     raise ValueError(f"unknown partition shape {shape!r}")
 
 
 class Partition(Fault):
     kind = "partition"
 
-    def __init__(self, env: Env, shapes: list[str]) -> None:
+    def __init__(self, env: Env, shapes: list[str], links: Links | None = None) -> None:
         if not isinstance(env.backend, CanPartition):
             raise TypeError(f"backend {env.backend.name} cannot partition")
         self.env = env
-        self.net: CanPartition = env.backend
+        # shared with the other network faults of the run (nemesis/links.py)
+        self.links = links if links is not None else Links(env.backend)
         self.shapes = shapes
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
         shape = rng.choice(self.shapes)
-        leader = self.env.leader() if shape == "leader" else None
+        leader = self.env.leader() if shape in NEEDS_LEADER else None
         cuts, info = cuts_for(shape, self.env.nodes, rng, leader)
         return {"shape": shape, **info, "cut": sorted([a, b] for a, b in cuts)}
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
-        self.net.partition((a, b) for a, b in choice["cut"])
+        self.links.cut(self.kind, ((a, b) for a, b in choice["cut"]))
         return choice
 
     def stop(self) -> dict[str, Any]:
-        self.net.heal()
-        return {"healed": "all"}
+        self.links.restore(self.kind)
+        return {"healed": "all" if not self.links.held() else self.kind}
 
     def heal(self) -> None:
-        self.net.heal()
+        self.links.restore(self.kind)

@@ -5,37 +5,50 @@ from __future__ import annotations
 from contracts.backend import Backend, CanPartition
 from contracts.target import DB, CanKill, CanPause, HasLeader
 from nemesis.base import Env, Fault
-from nemesis.partition import SHAPES, Partition
+from nemesis.lagging import DURATION, LaggingFollower
+from nemesis.lagging import KIND as LAGGING
+from nemesis.links import Links
+from nemesis.partition import NEEDS_LEADER, SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause
 
-KINDS = ("partition", "pause", "kill")
+KINDS = ("partition", "pause", "kill", LAGGING)
+# what `kraft test` runs when no --nemesis is given: the lagging follower is asked for by name,
+# since it holds a node away for its whole duration, whatever the interval
+DEFAULT_KINDS = ("partition", "pause", "kill")
 
 
 def available(backend: Backend, db: DB) -> dict[str, str | None]:
     """Each kind -> None if it can run here, else why not."""
+    partition = (None if isinstance(backend, CanPartition)
+                 else f"the {backend.name} backend cannot partition")
     return {
-        "partition": None if isinstance(backend, CanPartition)
-        else f"the {backend.name} backend cannot partition",
+        "partition": partition,
         "pause": None if isinstance(db, CanPause) else "the target cannot pause nodes",
         "kill": None if isinstance(db, CanKill) else "the target cannot kill nodes",
+        LAGGING: partition,
     }
 
 
-def build(kinds: list[str], env: Env, shapes: list[str]) -> list[Fault]:
+def build(kinds: list[str], env: Env, shapes: list[str],
+          lagging_duration: float = DURATION) -> list[Fault]:
     leader_known = isinstance(env.db, HasLeader)
 
     def usable(options: tuple[str, ...] | list[str]) -> list[str]:
         # a leader-targeted fault needs a target that can say who leads
-        return [o for o in options if o != "leader" or leader_known] or ["one"]
+        return [o for o in options if o not in NEEDS_LEADER or leader_known] or ["one"]
 
+    # the network faults share one set of cut links, so that one's stop keeps the other's cuts
+    links = Links(env.backend) if isinstance(env.backend, CanPartition) else None
     faults: list[Fault] = []
     for kind in kinds:
         if kind == "partition":
-            faults.append(Partition(env, usable(shapes or list(SHAPES))))
+            faults.append(Partition(env, usable(shapes or list(SHAPES)), links))
         elif kind == "pause":
             faults.append(Pause(env, usable(PAUSE_TARGETS)))
         elif kind == "kill":
             faults.append(Kill(env, usable(KILL_TARGETS)))
+        elif kind == LAGGING:
+            faults.append(LaggingFollower(env, lagging_duration, links))
         else:
             raise ValueError(f"unknown nemesis {kind!r}")
     return faults

@@ -3,7 +3,9 @@
 As in Jepsen's combined nemesis, each kind alternates start and stop on its own, and the kinds are
 interleaved, so faults of different kinds overlap (a node is killed while another is cut off) as
 they do in real outages. The kind that steps is drawn in a seeded, shuffled round robin, so that
-every kind gets its turns in a short run. The schedule runs in a thread of its own until `stop()`,
+every kind gets its turns in a short run. A fault with a `hold` (seconds: `lagging-follower`'s
+duration) is not stopped before it has been in effect that long: its turns pass to the next kind
+that may step, so the others go on meanwhile. The schedule runs in a thread of its own until `stop()`,
 which stops every active fault (recorded like any other stop); `heal_all` afterwards undoes every
 kind unconditionally, so that the final reads see a whole cluster even if a step failed half-way.
 A step that fails is recorded (`info`, `fault-failed`); should the thread itself die, `error`
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +34,7 @@ class Schedule:
         self.history = history
         self.log = log
         self.active: dict[str, dict[str, Any]] = {}  # kind -> what its start did
+        self._since: dict[str, float] = {}  # kind -> when its active start began (monotonic)
         self.started = 0
         # why the schedule's thread died, if it did: the faults after that were never made, so
         # the run did not test what it says (the runner fails it)
@@ -57,13 +61,31 @@ class Schedule:
     def _steps(self) -> None:
         order: list[Fault] = []
         while not self._stop.wait(self.interval):
-            if not order:
-                order = self.rng.sample(self.faults, len(self.faults))
-            fault = order.pop(0)
+            fault = self._next(order)
+            if fault is None:
+                continue  # every kind is held: nothing steps this interval
+            order.remove(fault)
             self._do(fault, "stop" if fault.kind in self.active else "start")
         for fault in self.faults:
             if fault.kind in self.active:
                 self._do(fault, "stop")
+
+    def _next(self, order: list[Fault]) -> Fault | None:
+        """The first fault of this round that may step; a new round is drawn when the round is
+        spent, or when all that is left of it is held."""
+        for fresh in (False, True):
+            if fresh or not order:
+                order[:] = self.rng.sample(self.faults, len(self.faults))
+            ready = next((f for f in order if self._may_step(f)), None)
+            if ready is not None:
+                return ready
+        return None
+
+    def _may_step(self, fault: Fault) -> bool:
+        since = self._since.get(fault.kind)
+        if fault.kind not in self.active or since is None:
+            return True
+        return time.monotonic() - since >= float(getattr(fault, "hold", 0.0))
 
     def _do(self, fault: Fault, phase: str) -> None:
         f = f"{phase}-{fault.kind}"
@@ -79,10 +101,12 @@ class Schedule:
             if phase == "start":
                 assert choice is not None
                 self.active[fault.kind] = choice  # before it is done: a half-done start is undone
+                self._since[fault.kind] = time.monotonic()
                 self.started += 1
                 done = fault.start(choice)
             else:
                 self.active.pop(fault.kind, None)
+                self._since.pop(fault.kind, None)
                 done = fault.stop()
         except Exception as exc:
             self.log(f"nemesis: {f} failed: {exc!r}")

@@ -2,11 +2,20 @@
 
     kraft node format --config FILE --cluster-id ID [--ignore-formatted]
     kraft node --config FILE
+    kraft node dump-log --files PATH [PATH ...]
+    kraft node dump-snapshot --files PATH [PATH ...]
 
 Like `kafka-storage format` and `kafka-server-start`: format writes meta.properties (node id and
 cluster id) and an empty quorum-state; run refuses a directory that was not formatted. SIGTERM (or
 SIGINT) resigns gracefully, sending EndQuorumEpoch when leading, and exits 0. Logs go to stderr
 with timestamps. Exit codes: 0 clean stop, 1 a runtime failure, 64 bad usage or bad configuration.
+
+`dump-log` and `dump-snapshot` print segments (`.log`) and snapshots (`.checkpoint`) as Kafka's
+`kafka-dump-log.sh --deep-iteration --print-data-log --cluster-metadata-decoder --files` does,
+for people debugging a run; a PATH may also be a node's metadata.log.dir or its
+`__cluster_metadata-0`, meaning every segment (dump-log) or snapshot in it. They read only (a
+copy of a crashed node's directory is fine) and exit 1 when a file is unreadable or a snapshot
+is invalid (the last line of its dump says why).
 """
 
 from __future__ import annotations
@@ -54,9 +63,20 @@ def _format_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _dump_parser(command: str) -> argparse.ArgumentParser:
+    what = "segments and snapshots" if command == "dump-log" else "snapshots"
+    p = _Parser(prog=f"kraft node {command}",
+                description=f"print {what} as kafka-dump-log.sh --cluster-metadata-decoder")
+    p.add_argument("--files", nargs="+", required=True, metavar="PATH",
+                   help=f"{what} to print, or a node's metadata.log.dir for all of them")
+    return p
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "format":
         return _format(argv[1:])
+    if argv and argv[0] in ("dump-log", "dump-snapshot"):
+        return _dump(argv[0], argv[1:])
     try:
         args = _run_parser().parse_args(argv)
     except SystemExit as exc:
@@ -113,3 +133,54 @@ def _format(argv: list[str]) -> int:
     print(f"{'Formatted' if created else 'Already formatted'} {cfg.metadata_log_dir} "
           f"(node.id={cfg.node_id}, cluster.id={cluster_id})")
     return EXIT_OK
+
+
+def _dump(command: str, argv: list[str]) -> int:
+    try:
+        args = _dump_parser(command).parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from pathlib import Path
+
+    from reference_node.storage.dump import dump_file, partition_dir_of
+    from reference_node.storage.errors import StorageError
+    from reference_node.storage.segment import segment_base
+    from reference_node.storage.snapshot import parse_snapshot_filename
+
+    def wanted(path: Path) -> bool:
+        snapshot = parse_snapshot_filename(path.name) is not None
+        return snapshot or (command == "dump-log" and segment_base(path) is not None)
+
+    files: list[Path] = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_dir():
+            files.append(path)
+            continue
+        try:
+            partition = partition_dir_of(path)
+        except StorageError as exc:
+            print(f"kraft node {command}: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        files += sorted(p for p in partition.iterdir() if p.suffix in (".log", ".checkpoint")
+                        and wanted(p))
+    code = EXIT_OK
+    try:
+        for path in files:
+            if command == "dump-snapshot" and parse_snapshot_filename(path.name) is None:
+                print(f"kraft node {command}: {path}: not a snapshot file (<end offset %020d>-"
+                      "<epoch %010d>.checkpoint); use dump-log for segments", file=sys.stderr)
+                code = EXIT_FAILURE
+                continue
+            try:
+                for line in dump_file(path):
+                    print(line)
+                    if line.startswith("Snapshot is INVALID"):
+                        code = EXIT_FAILURE
+            except StorageError as exc:
+                print(f"kraft node {command}: {exc}", file=sys.stderr)
+                code = EXIT_FAILURE
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
+    return code

@@ -4,9 +4,20 @@ The syntax is `reference_node.properties`'s (Java's); this module gives the entr
 Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
 key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
 follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
-`unsafe`, `read.mode`, `metrics.port`, `client.voters` and `shutdown.timeout.ms` are this project's
-own. `unsafe` takes the core's switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader`
-is the user-facing name of one of them, `stale-leader-reads`, and adds it to `unsafe`.
+`unsafe`, `read.mode`, `metrics.port`, `client.voters`, `shutdown.timeout.ms` and
+`controller.quorum.fetch.snapshot.max.bytes` are this project's own. `unsafe` takes the core's
+switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader` is the user-facing name of
+one of them, `stale-leader-reads`, and adds it to `unsafe`.
+
+KIP-630 snapshots take Kafka's `KRaftConfigs` names and defaults:
+`metadata.log.max.record.bytes.between.snapshots` (>= 1, default 20 MiB of applied records),
+`metadata.log.max.snapshot.interval.ms` (>= 0, 0 turns the timer off, default one hour),
+`metadata.max.retention.bytes` (default 100 MiB) and `metadata.max.retention.ms` (default 7 days),
+both -1 for no limit. Kafka has no key for the bytes a follower asks for in one FetchSnapshot
+(`KafkaRaftClient` sends MAX_FETCH_SIZE_BYTES, 8 MiB); `controller.quorum.fetch.snapshot.max.bytes`
+(default 1 MiB, at most 2147483647: the request's MaxBytes is an int32) is ours, so that tests can
+force many chunks. `metadata.log.segment.bytes` (Kafka's name; default 8 MiB here, 1 GiB in
+Kafka; at least 1024) is where a segment rolls: retention deletes whole segments only.
 
 Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
 node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
@@ -39,12 +50,16 @@ from typing import Any
 
 from reference_node import properties
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.storage.log import DEFAULT_SEGMENT_BYTES
 from reference_node.wire import tls
 from reference_node.wire.codec import MAX_FRAME_SIZE
 
 _KAFKA_DEFAULTS = RaftConfig()
 
 READ_MODES = ("linearizable", "leader")
+MIN_SEGMENT_BYTES = 1024
+"""The smallest segment `MetadataLog` accepts (Kafka's floor, `metadata.log.segment.min.bytes`,
+is 8 MiB; small segments here let tests see retention delete files)."""
 
 
 class ConfigError(ValueError):
@@ -89,6 +104,13 @@ class NodeConfig:
     retry_backoff_ms: int = _KAFKA_DEFAULTS.retry_backoff_ms
     append_linger_ms: int = _KAFKA_DEFAULTS.append_linger_ms
     shutdown_timeout_ms: int = 5000
+    # KIP-630 snapshots and retention (Kafka's KRaftConfigs), and the FetchSnapshot chunk (ours)
+    snapshot_max_record_bytes: int = _KAFKA_DEFAULTS.snapshot_max_record_bytes
+    snapshot_interval_ms: int = _KAFKA_DEFAULTS.snapshot_interval_ms
+    retention_bytes: int = _KAFKA_DEFAULTS.retention_bytes
+    retention_ms: int = _KAFKA_DEFAULTS.retention_ms
+    snapshot_chunk_bytes: int = _KAFKA_DEFAULTS.snapshot_chunk_bytes
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
     # Kafka's SocketServer keys (docs/contracts.md, "Connections"); queued.max.request.bytes is
     # bounded here by default, unbounded (-1) in Kafka.
     socket_request_max_bytes: int = MAX_FRAME_SIZE
@@ -302,6 +324,22 @@ def _unsafe(v: str) -> frozenset[Unsafe]:
         raise ValueError(f"a comma list of: {Unsafe.names()}") from None
 
 
+def _limit(what: str) -> Callable[[str], int]:
+    """-1 for "no limit", else a non-negative number (Kafka reads any negative as no limit;
+    only -1 is accepted here, so that a sign typo is not silently "keep everything")."""
+
+    def parse(v: str) -> int:
+        try:
+            n = int(v.strip())
+        except ValueError:
+            n = -2
+        if n < -1:
+            raise ValueError(f"-1 (no limit) or a number of {what} >= 0")
+        return n
+
+    return parse
+
+
 def _idle_ms(v: str) -> int:
     n = _int_in(-1, 2**63 - 1)(v)
     if n == 0:
@@ -326,6 +364,14 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "controller.quorum.retry.backoff.ms": ("retry_backoff_ms", _int_in(0, 3_600_000)),
     "controller.quorum.append.linger.ms": ("append_linger_ms", _int_in(0, 60_000)),
     "shutdown.timeout.ms": ("shutdown_timeout_ms", _int_in(0, 3_600_000)),
+    "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_record_bytes",
+                                                        _int_in(1, 2**63 - 1)),
+    "metadata.log.max.snapshot.interval.ms": ("snapshot_interval_ms", _int_in(0, 2**63 - 1)),
+    "metadata.max.retention.bytes": ("retention_bytes", _limit("bytes")),
+    "metadata.max.retention.ms": ("retention_ms", _limit("milliseconds")),
+    "controller.quorum.fetch.snapshot.max.bytes": ("snapshot_chunk_bytes",
+                                                   _int_in(1, 2**31 - 1)),
+    "metadata.log.segment.bytes": ("segment_bytes", _int_in(MIN_SEGMENT_BYTES, 2**31 - 1)),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int_in(1, 2**31 - 1)),
     "queued.max.request.bytes": ("queued_max_request_bytes", _int_in(-1, 2**63 - 1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _idle_ms),

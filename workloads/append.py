@@ -63,8 +63,8 @@ class AppendWorkload:
     def generator(self, seed: int) -> Generator:
         return AppendOps(state=seed)
 
-    def final_op(self) -> Op:
-        return {"type": "invoke", "f": "read", "value": {"from": 0}, "final": True}
+    def final_ops(self) -> list[Op]:
+        return [{"type": "invoke", "f": "read", "value": {"from": 0}, "final": True}]
 
 
 APPEND = AppendWorkload()

@@ -15,8 +15,13 @@ backend, like its config, and come back with it in `collect`; the key stores and
 settings are then the harness's (`TLS_KEYS`), while `ssl.client.auth` and
 `ssl.endpoint.identification.algorithm` may still be overridden.
 
-`collect` copies the node's log, config, events.jsonl and data directory, then writes `log.jsonl`
-and `final.json` (docs/contracts.md) from the copy, so that checkers never read node files.
+`collect` copies the node's log, config, events.jsonl and data directory, then writes `log.jsonl`,
+`snapshots.jsonl` (one line per `.checkpoint` snapshot file, KIP-630) and `final.json`
+(docs/contracts.md) from the copy, so that checkers never read node files.
+
+The target runs the `append` and `kv` workloads; `--node-config` takes the node's own keys
+(`reference_node.config`), the KIP-630 snapshot and retention ones among them
+(`metadata.log.max.record.bytes.between.snapshots=2000` makes a run snapshot often).
 """
 
 from __future__ import annotations
@@ -226,13 +231,16 @@ class ReferenceDB(DB):
 
 
 def write_node_dumps(into: Path, me: int | None) -> None:
-    """log.jsonl and final.json of docs/contracts.md, from the copied data directory."""
+    """log.jsonl, snapshots.jsonl and final.json of docs/contracts.md, from the copied data
+    directory. Each is written on its own: a dump that fails leaves the others."""
     from reference_node.storage import dump
 
     data = into / DATA
     summary: dict[str, Any] = {}
     with contextlib.suppress(Exception):
         dump.dump_log_jsonl(data, into / "log.jsonl")
+    with contextlib.suppress(Exception):
+        dump.dump_snapshots_jsonl(data, into / "snapshots.jsonl")
     with contextlib.suppress(Exception):
         summary = dump.log_summary(data)
     last: dict[str, Any] = {}
@@ -288,6 +296,9 @@ class ReferenceTarget(Target):
         except (ConfigError, ValueError) as exc:
             return str(exc)
         return None
+
+    def workloads(self) -> list[str]:
+        return ["append", "kv"]
 
     def db(self) -> DB:
         self._db = ReferenceDB()

@@ -4,7 +4,16 @@
   base offset.
 - read F: Fetch from F as a consumer (replica_id -1, no wait); ok with the high watermark and the
   records below it. A reply whose records stop short of the high watermark (size limit) is a
-  `fail`: a read has no effect, and a partial one proves nothing.
+  `fail`: a read has no effect, and a partial one proves nothing. Below the log start offset (the
+  prefix a snapshot replaced, KIP-630) the node answers OFFSET_OUT_OF_RANGE with the partition's
+  `log_start_offset` (else ListOffsets EARLIEST says it): the read is asked once more from there,
+  and its ok value's `from` is where it really started, above the invoke's.
+- kv (`write`, `cas`, `read` of a key): write and cas are Produce (acks=-1) of one record whose
+  value is the command (`reference_node.raft.image.encode_write` / `encode_cas`); every node
+  applies it to its image when it commits, and the partition response's `error_message` says how
+  a cas came out there: "swapped" or "not-swapped" (anything else: the outcome is unknown, `info`).
+  A read is a consumer Fetch of the topic `__kv_image` from 0: the node's image at its high
+  watermark, one record per key (key and value as JSON).
 
 What an outcome means: a connection refused, or an error code the node sends only for a request it
 did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending, a closed
@@ -18,16 +27,21 @@ harness's certificate of the run's CA.
 from __future__ import annotations
 
 import contextlib
+import json
 from ssl import SSLContext
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from contracts.backend import Backend
 from contracts.history import Op
 from contracts.target import Client
+from reference_node.raft.image import encode_cas, encode_write
 from reference_node.wire import (
     FETCH,
+    LIST_OFFSETS,
     METADATA,
+    METADATA_TOPIC,
     PRODUCE,
     BadResponse,
     ConnectFailed,
@@ -37,10 +51,20 @@ from reference_node.wire import (
     VersionMismatch,
     WireError,
 )
-from reference_node.wire.records import build_append_batch, read_values
-from reference_node.wire.requests import fetch_request, metadata_request, produce_request
+from reference_node.wire.records import build_append_batch, build_batch, parse_batches, read_values
+from reference_node.wire.requests import (
+    EARLIEST_TIMESTAMP,
+    fetch_request,
+    list_offsets_request,
+    metadata_request,
+    produce_request,
+)
 
 MAX_BYTES = 32 << 20
+# The topic a consumer Fetch reads the node's kv image from (the brief of issue 15).
+KV_IMAGE = "__kv_image"
+# A cas's outcome on the node, in the Produce partition response's error_message.
+CAS_OUTCOMES = {"swapped": True, "not-swapped": False}
 
 # error codes that prove a request was not applied (for reads: anything but none)
 CERTAIN_FAILURES = {
@@ -121,12 +145,17 @@ class ReferenceClient(Client):
 
     def invoke(self, op: Op, timeout: float) -> Op:
         node = self.names[self.current]
+        f = op["f"]
         try:
-            if op["f"] == "append":
+            if f == "append":
                 return {**self._append(op, timeout), "node": node}
-            if op["f"] == "read":
+            if f == "read" and "key" in op["value"]:
+                return {**self._read_key(op, timeout), "node": node}
+            if f == "read":
                 return {**self._read(op, timeout), "node": node}
-            return {**op, "type": "fail", "node": node, "error": f"unknown-f {op['f']}"}
+            if f in ("write", "cas"):
+                return {**self._command(op, timeout), "node": node}
+            return {**op, "type": "fail", "node": node, "error": f"unknown-f {f}"}
         except WireError as exc:
             self.close()
             # a read has no effect, so even an unanswered one certainly changed nothing
@@ -141,35 +170,134 @@ class ReferenceClient(Client):
         ids = sorted(self.addresses)
         self.current = ids[(ids.index(self.current) + 1) % len(ids)]
 
-    def _append(self, op: Op, timeout: float) -> Op:
-        value = op["value"]["value"]
-        records = build_append_batch([value])
+    def _produce(self, records: bytes, timeout: float) -> Any:
+        """Produce one records blob; the partition's response (after leaving a node that says it
+        does not lead)."""
         response = self._connection(timeout).call(
             PRODUCE, lambda v: produce_request(v, records, timeout_ms=int(timeout * 1000)),
             timeout)
         part = response.responses[0].partition_responses[0]
+        if ErrorCode(int(part.error_code)) == ErrorCode.not_leader_or_follower:
+            self._move_to(None)
+        return part
+
+    def _append(self, op: Op, timeout: float) -> Op:
+        value = op["value"]["value"]
+        part = self._produce(build_append_batch([value]), timeout)
         code = ErrorCode(int(part.error_code))
         if code == ErrorCode.none:
             return {**op, "type": "ok", "value": {"value": value, "offset": int(part.base_offset)}}
-        if code == ErrorCode.not_leader_or_follower:
-            self._move_to(None)
-        outcome = "fail" if code in CERTAIN_FAILURES else "info"
-        return {**op, "type": outcome, "error": error_name(code)}
+        return _produce_failed(op, code)
+
+    def _command(self, op: Op, timeout: float) -> Op:
+        """A kv write or cas: one record holding the command, applied when it commits."""
+        arg = op["value"]
+        key = arg["key"]
+        if op["f"] == "write":
+            payload = encode_write(key, arg["value"])
+        else:
+            payload = encode_cas(key, arg["from"], arg["to"])
+        part = self._produce(build_batch(0, -1, [payload]), timeout)
+        code = ErrorCode(int(part.error_code))
+        if code != ErrorCode.none:
+            return _produce_failed(op, code)
+        if op["f"] == "write":
+            return {**op, "type": "ok"}
+        message = getattr(part, "error_message", None)
+        swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
+        if swapped is None:
+            # committed, but whether it swapped is not said: the effect is unknown, never guessed
+            return {**op, "type": "info", "error": "cas-outcome-unknown",
+                    "detail": f"error_message {message!r}"}
+        return {**op, "type": "ok", "value": {**arg, "swapped": swapped}}
 
     def _read(self, op: Op, timeout: float) -> Op:
         start = op["value"]["from"]
-        response = self._connection(timeout).call(
-            FETCH, lambda v: fetch_request(v, start, max_bytes=MAX_BYTES), timeout)
-        part = response.responses[0].partitions[0]
+        for _ in range(2):  # at most once more, from the log start offset
+            part = self._fetch(start, METADATA_TOPIC, timeout)
+            code = ErrorCode(int(part.error_code))
+            if code == ErrorCode.offset_out_of_range:
+                log_start = self._log_start(part, timeout)
+                if log_start is not None and log_start > start:
+                    # KIP-630: the prefix below the log start is in a snapshot, not the log; the
+                    # read goes on from where the log begins, and says so in its `from`
+                    start = log_start
+                    continue
+            if code != ErrorCode.none:
+                return {**op, "type": "fail", "error": error_name(code)}
+            hw = int(part.high_watermark)
+            records = [[o, v] for o, v in read_values(part.records) if start <= o < hw]
+            if hw > start and (not records or records[-1][0] != hw - 1):
+                return {**op, "type": "fail", "error": "incomplete-read"}
+            return {**op, "type": "ok", "value": {"from": start, "hw": hw, "records": records}}
+        return {**op, "type": "fail", "error": "offset-out-of-range",
+                "detail": f"below the log start again from offset {start}"}
+
+    def _read_key(self, op: Op, timeout: float) -> Op:
+        """A kv read: the node's whole image at its high watermark, of which one key is kept."""
+        key = op["value"]["key"]
+        part = self._fetch(0, KV_IMAGE, timeout)
         code = ErrorCode(int(part.error_code))
         if code != ErrorCode.none:
-            if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
-                hint = getattr(part, "current_leader", None)
-                leader = int(hint.leader_id) if hint is not None else -1
-                self._move_to(leader if leader >= 0 else None)
             return {**op, "type": "fail", "error": error_name(code)}
-        hw = int(part.high_watermark)
-        records = [[o, v] for o, v in read_values(part.records) if start <= o < hw]
-        if hw > start and (not records or records[-1][0] != hw - 1):
-            return {**op, "type": "fail", "error": "incomplete-read"}
-        return {**op, "type": "ok", "value": {"from": start, "hw": hw, "records": records}}
+        try:
+            image = image_of(part.records)
+        except ValueError as exc:
+            return {**op, "type": "fail", "error": "bad-image", "detail": str(exc)[:200]}
+        return {**op, "type": "ok", "value": {"key": key, "value": image.get(key)}}
+
+    def _fetch(self, start: int, topic: str, timeout: float) -> Any:
+        """A consumer Fetch of partition 0 of `topic` from `start`: the named partition's answer
+        (after moving to the leader a refusal names)."""
+        response = self._connection(timeout).call(
+            FETCH, lambda v: fetch_request(v, start, topic=topic, max_bytes=MAX_BYTES), timeout)
+        part = _partition(response, topic)
+        code = ErrorCode(int(part.error_code))
+        if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+            hint = getattr(part, "current_leader", None)
+            leader = int(hint.leader_id) if hint is not None else -1
+            self._move_to(leader if leader >= 0 else None)
+        return part
+
+    def _log_start(self, part: Any, timeout: float) -> int | None:
+        """Where the log begins, after an OFFSET_OUT_OF_RANGE: the answer's own log_start_offset
+        (Fetch v5+), else what ListOffsets EARLIEST says, else None."""
+        said = int(getattr(part, "log_start_offset", -1))
+        if said >= 0:
+            return said
+        response = self._connection(timeout).call(
+            LIST_OFFSETS, lambda v: list_offsets_request(v, EARLIEST_TIMESTAMP), timeout)
+        listed = response.topics[0].partitions[0]
+        if ErrorCode(int(listed.error_code)) != ErrorCode.none:
+            return None
+        return int(listed.offset)
+
+
+def _produce_failed(op: Op, code: ErrorCode) -> Op:
+    outcome = "fail" if code in CERTAIN_FAILURES else "info"
+    return {**op, "type": outcome, "error": error_name(code)}
+
+
+def _partition(response: Any, topic: str) -> Any:
+    """The answer for partition 0 of `topic` in a Fetch response."""
+    for answer in response.responses:
+        if answer.topic == topic and answer.partitions:
+            return answer.partitions[0]
+    raise BadResponse(f"the Fetch response names no partition of {topic}")
+
+
+def image_of(records: bytes | None) -> dict[Any, Any]:
+    """The kv map in an `__kv_image` answer: one record per key, key and value as JSON.
+    ValueError (one line) for a record that is not one."""
+    image: dict[Any, Any] = {}
+    for batch in parse_batches(records):
+        if batch.is_control:
+            continue
+        for offset, key, value in batch.records:
+            if key is None or value is None:
+                raise ValueError(f"image record {offset} has no key or no value")
+            try:
+                image[json.loads(key)] = json.loads(value)
+            except (ValueError, UnicodeDecodeError, TypeError) as exc:
+                raise ValueError(f"image record {offset} is not JSON: {exc}") from None
+    return image

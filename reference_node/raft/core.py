@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_node.raft import election, replication
+from reference_node.raft import snapshots as snapshotting
 from reference_node.raft.api import (
     AppendReply,
     ClientAppend,
@@ -39,9 +40,15 @@ from reference_node.raft.api import (
     ReplicaDescription,
     Send,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotRefused,
+    SnapshotStore,
+    SnapshotWrite,
+    SnapshotWritten,
     Tick,
 )
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.image import Image
 from reference_node.raft.log import LogView, RaftLog
 from reference_node.raft.messages import (
     NO_LEADER,
@@ -54,10 +61,13 @@ from reference_node.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderChange,
     Message,
     Request,
     Response,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
     error_response,
@@ -91,6 +101,9 @@ __all__ = [
     "Receive",
     "Send",
     "Shutdown",
+    "SnapshotLoaded",
+    "SnapshotRefused",
+    "SnapshotWritten",
     "Tick",
 ]
 
@@ -105,7 +118,14 @@ its `epoch + 1` would wrap to a negative epoch."""
 
 
 class RaftCore:
-    """One node's Raft: construct from persisted state, then `step` / `ready` / `advance`."""
+    """One node's Raft: construct from persisted state, then `step` / `ready` / `advance`.
+
+    From disk: the quorum state, the log (from `log_start_offset`, just after an entry of
+    `log_start_epoch`), and KIP-630's snapshots: `snapshots` the durable, valid snapshot ids
+    (ascending), `image` the state machine decoded from the latest one (None: the empty image,
+    for a log that starts at 0), `snapshot_store` to read them from when a follower fetches one.
+    The log start is 0 or a snapshot's end offset; the image ends within the log.
+    """
 
     def __init__(
         self,
@@ -119,6 +139,9 @@ class RaftCore:
         log: Sequence[Entry] = (),
         log_start_offset: int = 0,
         log_start_epoch: int = 0,
+        image: Image | None = None,
+        snapshots: Sequence[SnapshotId] = (),
+        snapshot_store: SnapshotStore | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters if isinstance(voters, VoterSet) else VoterSet.of(voters)
@@ -127,7 +150,12 @@ class RaftCore:
         self.rng = rng
         self.now = now_ms
         self.log = RaftLog(log, log_start_offset, log_start_epoch)
-        self.hw = log_start_offset
+        self.image = image if image is not None else Image()
+        _check_image(self.image, self.log)
+        self.snapshot_store = snapshot_store
+        self.snapshot_state = snapshotting.initial_state(self.log, self.image, list(snapshots),
+                                                      now_ms)
+        self.hw = max(log_start_offset, self.image.end_offset)
         self.is_voter = node_id in self.voters
         self.shutting_down = False
         self.election_retries = 0
@@ -194,7 +222,8 @@ class RaftCore:
         """The time at which the core next wants a Tick (it may be in the past: tick at once)."""
         if self.shutdown_complete:
             return NEVER  # nothing is left to say: a timer would only spin
-        return self.state.deadline(self.now, self.config.request_timeout_ms)
+        return min(self.state.deadline(self.now, self.config.request_timeout_ms),
+                   snapshotting.deadline(self))
 
     @property
     def shutdown_complete(self) -> bool:
@@ -238,6 +267,15 @@ class RaftCore:
     @property
     def log_end_offset(self) -> int:
         return self.log.end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def snapshot_ids(self) -> tuple[SnapshotId, ...]:
+        """The durable snapshots the core counts (serves, retains by), ascending."""
+        return tuple(self.snapshot_state.durable)
 
     @property
     def last_epoch(self) -> int:
@@ -301,6 +339,8 @@ class RaftCore:
             self.log.append(entry)
         self._out.entries.extend(entries)
         self._out.flush = True
+        if self.config.has(Unsafe.SNAPSHOT_UNCOMMITTED):
+            snapshotting.apply_committed(self)  # the defect: applied before it is committed
 
     def truncate(self, offset: int, reason: str) -> None:
         if offset >= self.log.end_offset:
@@ -319,6 +359,32 @@ class RaftCore:
         if hw > self.hw:
             self.hw = hw
             self.event(type="high-watermark", epoch=self.epoch, hw=hw)
+            snapshotting.apply_committed(self)
+
+    # --- snapshot output (snapshots.py) -------------------------------------------------------------
+
+    def write_snapshot(self, write: SnapshotWrite) -> None:
+        self._out.snapshot_write = write
+
+    def receive_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self._out.snapshot_received = (snapshot_id, data)
+
+    def reset_log(self, snapshot_id: SnapshotId) -> None:
+        """Install: the log restarts empty at the snapshot. The host resets it before anything
+        else of this Ready, so what this Ready had for the old log is dropped."""
+        self.log.reset(snapshot_id.end_offset, snapshot_id.epoch)
+        out = self._out
+        out.log_reset = snapshot_id
+        out.truncate_to, out.entries, out.snapshot_write = None, [], None
+        if out.delete_before is not None and out.delete_before < snapshot_id:
+            out.delete_before = None
+
+    def delete_log_before(self, snapshot_id: SnapshotId) -> None:
+        """Retention: the log start moves up to the snapshot."""
+        self.log.advance_start(snapshot_id.end_offset, snapshot_id.epoch)
+        out = self._out
+        if out.delete_before is None or out.delete_before < snapshot_id:
+            out.delete_before = snapshot_id
 
     def random_election_timeout(self) -> int:
         t = self.config.election_timeout_ms
@@ -344,7 +410,8 @@ class RaftCore:
         """Dispatch: the shared rules first, then the message's handler (see the module doc).
         `in_reply_to` is the request a response answers, when the host knows it."""
         if isinstance(msg, Response):
-            if isinstance(msg, FetchResponse) and replication.answers_an_older_fetch(
+            if isinstance(msg, FetchResponse | FetchSnapshotResponse) and \
+                    replication.answers_an_older_fetch(
                 self, in_reply_to
             ):
                 return
@@ -587,6 +654,7 @@ class RaftCore:
     def tick(self, now_ms: int) -> None:
         if now_ms > self.now:
             self.now = now_ms
+        snapshotting.on_tick(self)
         _TICKS[type(self.state)](self)
 
     def on_shutdown(self) -> None:
@@ -628,6 +696,16 @@ class RaftCore:
             state.fetch_deadline = NEVER
         elif not isinstance(state, Leader):
             state.election_deadline = NEVER
+
+
+def _check_image(image: Image, log: RaftLog) -> None:
+    """The image the host loaded must sit on the log: within it, and never below its start."""
+    if not log.start_offset <= image.end_offset <= log.end_offset:
+        raise ValueError(
+            f"RaftCore: the image ends at offset {image.end_offset}, outside the log "
+            f"[{log.start_offset}, {log.end_offset}); start the log at the latest snapshot "
+            "(KIP-630: a snapshot past the log end restarts the log empty there)"
+        )
 
 
 def _tick_unattached(core: RaftCore) -> None:
@@ -752,6 +830,9 @@ _INPUTS: dict[type, Callable[[RaftCore, Any], None]] = {
     ClientAppend: replication.on_client_append,
     ClientRead: replication.on_client_read,
     Shutdown: _shutdown,
+    SnapshotWritten: snapshotting.on_snapshot_written,
+    SnapshotLoaded: snapshotting.on_snapshot_loaded,
+    SnapshotRefused: snapshotting.on_snapshot_refused,
 }
 
 
@@ -799,6 +880,10 @@ _REQUESTS: dict[type, _RequestRoute] = {
     FetchRequest: _RequestRoute(
         replication.on_fetch_request, _malformed_fetch_error, voters_only=False
     ),
+    FetchSnapshotRequest: _RequestRoute(
+        snapshotting.on_fetch_snapshot_request, snapshotting.malformed_fetch_snapshot,
+        voters_only=False,
+    ),
 }
 
 _RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
@@ -806,4 +891,5 @@ _RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
     BeginQuorumEpochResponse: election.on_begin_quorum_response,
     EndQuorumEpochResponse: election.on_end_quorum_response,
     FetchResponse: replication.on_fetch_response,
+    FetchSnapshotResponse: snapshotting.on_fetch_snapshot_response,
 }

@@ -22,6 +22,7 @@ other value (the `append` workload's decimals) is opaque data, counted and diges
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -75,6 +76,14 @@ def decode_command(payload: bytes) -> Command | None:
     """The kv command in a record value, or None when the value is opaque data."""
     if not payload.startswith(b"{"):
         return None
+    return _decode_json_command(payload)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_json_command(payload: bytes) -> Command | None:
+    # Cached: every node of a cluster (and of a simulation) applies the same records, and a
+    # leader answers the outcome of what it applied moments ago; the JSON parse is most of the
+    # cost of applying a kv command.
     try:
         body = json.loads(payload)
     except (ValueError, UnicodeDecodeError):
@@ -156,8 +165,12 @@ class Image:
         head = {"end_offset": self.end_offset, "epoch": self.epoch, "records": self.records,
                 "digest": self.digest.hex(), "keys": len(self.kv)}
         out = [json.dumps({"image": head}, sort_keys=True).encode()]
+        dumps = json.dumps
+        # The bytes of json.dumps({"key": k, "value": v}, sort_keys=True), built without a dict
+        # per key: most of the cost of writing a large image.
         for key in sorted(self.kv, key=lambda k: (isinstance(k, str), k)):
-            out.append(json.dumps({"key": key, "value": self.kv[key]}, sort_keys=True).encode())
+            out.append(b'{"key": %s, "value": %s}'
+                       % (dumps(key).encode(), dumps(self.kv[key], sort_keys=True).encode()))
         return out
 
     @classmethod

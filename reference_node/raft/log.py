@@ -184,6 +184,42 @@ class RaftLog:
             self._epoch_offsets.pop()
         self.flushed_end = min(self.flushed_end, offset)
 
+    def reset(self, start_offset: int, start_epoch: int) -> None:
+        """Empty the log; it starts again at `start_offset`, just after an entry of
+        `start_epoch` (a snapshot was installed: KIP-630's truncateFullyAndStartAt)."""
+        self.start_offset = start_offset
+        self.start_epoch = start_epoch
+        self._entries.clear()
+        self._epochs.clear()
+        self._epoch_offsets.clear()
+        self._stored = None
+        self._stored_end = start_offset
+        self.flushed_end = start_offset
+
+    def advance_start(self, offset: int, epoch: int) -> None:
+        """Forget every entry below `offset` (retention: a durable snapshot covers them); the
+        entry at `offset - 1` had `epoch`. Past the end, the log is emptied there (`reset`)."""
+        if offset <= self.start_offset:
+            return
+        if offset >= self.end_offset:
+            self.reset(offset, epoch)
+            return
+        if offset >= self._stored_end:
+            # Everything the host's storage held at start is below: read nothing of it again.
+            del self._entries[: offset - self._stored_end]
+            self._stored = None
+            self._stored_end = offset
+        # The epoch index keeps the epoch holding `offset` (starting there now) and those after.
+        first = bisect_right(self._epoch_offsets, offset) - 1
+        if first > 0:
+            del self._epochs[:first]
+            del self._epoch_offsets[:first]
+        if self._epoch_offsets:
+            self._epoch_offsets[0] = max(self._epoch_offsets[0], offset)
+        self.start_offset = offset
+        self.start_epoch = epoch
+        self.flushed_end = max(self.flushed_end, offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(E, end): E the largest epoch <= `epoch` in the log, end its end offset (exclusive)."""
         i = bisect_right(self._epochs, epoch) - 1
@@ -196,6 +232,18 @@ class RaftLog:
         """Offset of the first entry of `epoch`, or None when the log has none."""
         i = bisect_right(self._epochs, epoch) - 1
         return self._epoch_offsets[i] if i >= 0 and self._epochs[i] == epoch else None
+
+    def needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> bool:
+        """The leader's KIP-630 check (Kafka's validateOffsetAndEpoch): the fetcher must install
+        the snapshot this log starts at, or a later one, before it can fetch: it asks for offsets
+        below the log start, or its log diverges from ours at or below it."""
+        if self.start_offset == 0:
+            return False
+        return (
+            fetch_offset < self.start_offset
+            or (fetch_offset == self.start_offset and last_fetched_epoch != self.start_epoch)
+            or last_fetched_epoch < self.start_epoch
+        )
 
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> DivergingEpoch | None:
         """The leader's side of the LastFetchedEpoch check (KIP-595 Fetch handling, step 3)."""

@@ -1,4 +1,5 @@
-"""`CoreOps`: what the handler modules (election.py, replication.py) may use of the core.
+"""`CoreOps`: what the handler modules (election.py, replication.py, snapshots.py) may use of the
+core.
 
 Theory of operation: `RaftCore` owns the persisted quorum state (epoch, leader, vote), the current
 state object, the log and the output being gathered. The handlers read these and change the core
@@ -11,14 +12,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from reference_node.raft.api import ClientReply
+from reference_node.raft.api import ClientReply, SnapshotStore, SnapshotWrite
 from reference_node.raft.config import RaftConfig
+from reference_node.raft.image import Image
 from reference_node.raft.log import RaftLog
-from reference_node.raft.messages import Entry, ErrorCode, Message, Request
+from reference_node.raft.messages import Entry, ErrorCode, Message, Request, SnapshotId
 from reference_node.raft.states import State
 from reference_node.raft.voters import VoterSet
+
+if TYPE_CHECKING:
+    from reference_node.raft.snapshots import SnapshotState
 
 
 class CoreOps(Protocol):
@@ -54,6 +59,13 @@ class CoreOps(Protocol):
     def hw(self) -> int: ...
     @property
     def shutting_down(self) -> bool: ...
+    @property
+    def snapshot_state(self) -> SnapshotState: ...
+    @property
+    def snapshot_store(self) -> SnapshotStore | None: ...
+
+    image: Image
+    """The state machine: replaced whole when a snapshot is installed."""
 
     # --- output -------------------------------------------------------------------------------
 
@@ -62,12 +74,20 @@ class CoreOps(Protocol):
     def refuse(self, dst: int, request: Request, error: ErrorCode) -> None: ...
     def reply(self, reply: ClientReply) -> None: ...
     def responder_leader(self) -> int: ...
+    def event(self, **fields: Any) -> None: ...
 
     # --- the log and the high watermark ------------------------------------------------------
 
     def append_entries(self, entries: Sequence[Entry]) -> None: ...
     def truncate(self, offset: int, reason: str) -> None: ...
     def set_hw(self, hw: int) -> None: ...
+
+    # --- snapshots (KIP-630) ------------------------------------------------------------------
+
+    def write_snapshot(self, write: SnapshotWrite) -> None: ...
+    def receive_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None: ...
+    def reset_log(self, snapshot_id: SnapshotId) -> None: ...
+    def delete_log_before(self, snapshot_id: SnapshotId) -> None: ...
 
     # --- transitions --------------------------------------------------------------------------
 

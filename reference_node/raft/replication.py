@@ -1,8 +1,10 @@
 """Replication by Fetch (pull), the high watermark, and client appends and reads.
 
-Leader side: validate the fetch (KIP-595 Fetch handling steps 1-3), answer records or a
-DivergingEpoch, park a fetch that has nothing new for up to MaxWaitMs, and move the high watermark
-to the offset a majority of voters has flushed, once an entry of the leader's own epoch is in it.
+Leader side: validate the fetch (KIP-595 Fetch handling steps 1-3), answer records, a
+DivergingEpoch, or (KIP-630) the id of the snapshot to fetch when the log no longer holds what the
+fetcher needs (snapshots.py serves it, and installs it on the follower); park a fetch that has
+nothing new for up to MaxWaitMs, and move the high watermark to the offset a majority of voters
+has flushed, once an entry of the leader's own epoch is in it.
 Follower side: one fetch in flight, from the flushed end of the log; truncate on DivergingEpoch;
 append and ask for a flush; fetch again once the flush is reported. The core's dispatch has already
 refused a foreign, malformed or stale fetch, and moved the core to any newer epoch or leader a
@@ -10,6 +12,9 @@ response names.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
 
 from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
 from reference_node.raft.config import Unsafe
@@ -19,6 +24,7 @@ from reference_node.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
 )
 from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import (
@@ -27,6 +33,7 @@ from reference_node.raft.states import (
     PendingAppend,
     PendingRead,
     ReplicaProgress,
+    SnapshotDownload,
     Unattached,
 )
 
@@ -60,23 +67,25 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
         core.refuse(src, req, ErrorCode.not_leader_or_follower)
         return
     rid = req.replica_id
-    diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
+    # A fetcher that must install a snapshot first (KIP-630), or whose log diverges, has made
+    # contact but no progress: its fetch offset counts for nothing.
+    progress = not core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch) and (
+        core.log.diverging(req.fetch_offset, req.last_fetched_epoch) is None
+    )
     prog = state.progress.get(rid)
     if prog is None:
         prog = state.progress[rid] = ReplicaProgress()
-    if diverging is None:
+    if progress:
         prog.fetched(core.now, req.fetch_offset, own_offset(core))
     else:
         prog.last_fetch_ms = core.now
     if rid in core.voters:
-        state.endorsed.add(rid)
-        state.begin_sent.pop(rid, None)
-        _note_quorum_contact(core, state, rid)
+        note_voter_contact(core, state, rid)
     state.parked.pop(rid, None)
-    if rid in core.voters and diverging is None:
+    if rid in core.voters and progress:
         update_hw(core)
     if (
-        diverging is None
+        progress
         and req.fetch_offset >= core.log.end_offset
         and req.max_wait_ms > 0
     ):
@@ -85,8 +94,11 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     core.answer(src, req, _fetch_response(core, state, req))
 
 
-def _note_quorum_contact(core: CoreOps, state: Leader, rid: int) -> None:
-    """Check-quorum bookkeeping, and the confirmation round of pending linearizable reads."""
+def note_voter_contact(core: CoreOps, state: Leader, rid: int) -> None:
+    """Voter `rid` fetched (or fetched a snapshot) in this epoch: it endorses this leader; and
+    the check-quorum bookkeeping, and the confirmation round of pending linearizable reads."""
+    state.endorsed.add(rid)
+    state.begin_sent.pop(rid, None)
     state.fetched_since_check.add(rid)
     if len(state.fetched_since_check) >= core.voters.majority:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
@@ -99,6 +111,10 @@ def _note_quorum_contact(core: CoreOps, state: Leader, rid: int) -> None:
 
 def _fetch_response(core: CoreOps, state: Leader, req: FetchRequest) -> FetchResponse:
     hw = core.hw if state.hw_known else -1
+    if core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch):
+        # KIP-630: the log no longer holds what the fetcher needs; the snapshot does.
+        return FetchResponse(ErrorCode.none, core.node_id, core.epoch, hw, core.log.start_offset,
+                             snapshot_id=core.snapshot_state.serving())
     diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
     records: tuple[Entry, ...] = ()
     if diverging is None:
@@ -165,9 +181,11 @@ def _answer_appends(core: CoreOps, state: Leader) -> None:
     if not done:
         return
     state.appends = [a for a in state.appends if a.offsets[-1] >= core.hw]
+    outcomes = core.snapshot_state.outcomes
     for a in done:
         core.reply(AppendReply(a.request_id, ErrorCode.none, a.offsets,
-                               leader_id=core.node_id, leader_epoch=core.epoch))
+                               leader_id=core.node_id, leader_epoch=core.epoch,
+                               outcomes=tuple(outcomes.pop(o, None) for o in a.offsets)))
 
 
 def answer_reads(core: CoreOps) -> None:
@@ -178,15 +196,31 @@ def answer_reads(core: CoreOps) -> None:
     waiting = []
     for read in state.reads:
         if len(read.confirmed) >= majority:
-            _reply_read(core, read.request_id, read.from_offset)
+            _reply_read(core, read)
         else:
             waiting.append(read)
     state.reads = waiting
 
 
-def _reply_read(core: CoreOps, request_id: int, from_offset: int) -> None:
-    records = core.log.read(from_offset, core.hw)
-    core.reply(ReadReply(request_id, ErrorCode.none, core.hw, records, core.node_id, core.epoch))
+def _kv_order(item: tuple[Hashable, Any]) -> tuple[bool, Any]:
+    """Keys sort ints first, then strings (the order `Image.to_records` writes them in)."""
+    return isinstance(item[0], str), item[0]
+
+
+def _reply_read(core: CoreOps, read: PendingRead) -> None:
+    if read.image:
+        kv = tuple(sorted(core.image.kv.items(), key=_kv_order))
+        core.reply(ReadReply(read.request_id, ErrorCode.none, core.hw, (), core.node_id,
+                             core.epoch, kv=kv))
+        return
+    if read.from_offset < core.log.start_offset:
+        # The log start moved while the read waited: what it asked for is gone.
+        core.reply(ReadReply(read.request_id, ErrorCode.offset_out_of_range, -1, (),
+                             core.node_id, core.epoch))
+        return
+    records = core.log.read(read.from_offset, core.hw)
+    core.reply(ReadReply(read.request_id, ErrorCode.none, core.hw, records, core.node_id,
+                         core.epoch))
 
 
 def fail_pending(core: CoreOps, old: Leader) -> None:
@@ -199,6 +233,7 @@ def fail_pending(core: CoreOps, old: Leader) -> None:
         core.reply(ReadReply(r.request_id, ErrorCode.not_leader_or_follower, -1, (), leader,
                              core.epoch))
     old.appends, old.reads = [], []
+    core.snapshot_state.outcomes.clear()
 
 
 # --- client requests ------------------------------------------------------------------------------
@@ -223,8 +258,10 @@ def on_client_append(core: CoreOps, req: ClientAppend) -> None:
         Entry(start + i, core.epoch, EntryKind.DATA, payload)
         for i, payload in enumerate(req.payloads)
     ]
-    core.append_entries(entries)
+    # Pending before it is appended: under snapshot-uncommitted the append applies it, and
+    # its outcome is kept only for a pending append's offsets.
     state.appends.append(PendingAppend(req.request_id, tuple(e.offset for e in entries)))
+    core.append_entries(entries)
     update_hw(core)  # a single-voter quorum (or skip-flush) may commit at once
     wake_parked(core)
 
@@ -235,14 +272,15 @@ def on_client_read(core: CoreOps, req: ClientRead) -> None:
         core.reply(ReadReply(req.request_id, ErrorCode.not_leader_or_follower, -1, (),
                              _not_leader_hint(core), core.epoch))
         return
-    if req.from_offset < core.log.start_offset:
+    if not req.image and req.from_offset < core.log.start_offset:
         core.reply(ReadReply(req.request_id, ErrorCode.offset_out_of_range, -1, (),
                              core.node_id, core.epoch))
         return
+    read = PendingRead(req.request_id, req.from_offset, {core.node_id}, req.image)
     if core.config.has(Unsafe.STALE_LEADER_READS):
-        _reply_read(core, req.request_id, req.from_offset)
+        _reply_read(core, read)
         return
-    state.reads.append(PendingRead(req.request_id, req.from_offset, {core.node_id}))
+    state.reads.append(read)
     answer_reads(core)
     wake_parked(core)  # start the confirming round of fetches now
 
@@ -281,6 +319,9 @@ def maybe_fetch(core: CoreOps) -> None:
             return
     elif core.now < state.fetch_retry_at:
         return
+    if isinstance(state, Follower) and state.download is not None:
+        _fetch_snapshot_chunk(core, state, state.download)
+        return
     offset = own_offset(core)
     if offset < core.log.end_offset:
         return  # fetch again once the flush is reported (Kafka flushes before the next fetch)
@@ -293,6 +334,18 @@ def maybe_fetch(core: CoreOps) -> None:
     request = FetchRequest(core.cluster_id, core.node_id, core.epoch, offset, last_epoch,
                            core.config.fetch_max_wait_ms)
     core.send(target, request)
+    state.fetch_sent_ms = core.now
+    state.fetch_in_flight = request
+
+
+def _fetch_snapshot_chunk(core: CoreOps, state: Follower, download: SnapshotDownload) -> None:
+    """The download's next chunk, in the fetch slot (one request to the leader in flight)."""
+    if download.loading or core.leader_id is None:
+        return  # the host is checking what arrived: nothing to ask until it answers
+    request = FetchSnapshotRequest(core.cluster_id, core.node_id, core.epoch,
+                                   download.snapshot_id, len(download.data),
+                                   core.config.snapshot_chunk_bytes)
+    core.send(core.leader_id, request)
     state.fetch_sent_ms = core.now
     state.fetch_in_flight = request
 
@@ -312,6 +365,8 @@ def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:
     state = core.state
     if not isinstance(state, Follower | Unattached) or state.fetch_sent_ms is None:
         return
+    if isinstance(state, Follower) and state.download is not None:
+        return  # a FetchSnapshot holds the fetch slot: this answers nothing we asked
     # A stale or refused answer ends the fetch in flight: retry after the backoff.
     if resp.error != ErrorCode.none or src != core.leader_id or resp.leader_epoch != core.epoch:
         state.fetch_sent_ms = None
@@ -321,6 +376,15 @@ def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:
     state.fetch_sent_ms = None
     state.last_fetch_ok_ms = core.now
     state.fetch_deadline = core.now + core.config.fetch_timeout_ms
+    if resp.snapshot_id is not None:
+        sid = resp.snapshot_id
+        if sid.end_offset > 0 and sid.epoch >= 0:
+            # KIP-630: our log is behind the leader's log start, or diverges below it.
+            state.download = SnapshotDownload(sid)
+        else:
+            state.fetch_retry_at = core.now + core.config.retry_backoff_ms
+        maybe_fetch(core)
+        return
     if resp.diverging_epoch is not None:
         core.truncate(core.log.truncation_offset(resp.diverging_epoch), "diverging-epoch")
     elif resp.records:

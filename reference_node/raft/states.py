@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference_node.raft.messages import FetchRequest
+from reference_node.raft.messages import FetchRequest, FetchSnapshotRequest, SnapshotId
 
 NEVER = 1 << 62
 
@@ -76,6 +76,19 @@ class Candidate:
 
 
 @dataclass(slots=True)
+class SnapshotDownload:
+    """A snapshot a follower is fetching from its leader (KIP-630), chunk by chunk."""
+
+    snapshot_id: SnapshotId
+    data: bytearray = field(default_factory=bytearray)
+    size: int | None = None
+    """The file's size, as the leader's first chunk said."""
+    loading: bool = False
+    """Every byte arrived and went to the host (`Ready.snapshot_received`): waiting for its
+    `SnapshotLoaded` or `SnapshotRefused`; nothing is fetched meanwhile."""
+
+
+@dataclass(slots=True)
 class Follower:
     """Fetches from the leader; campaigns (a voter) or looks for a leader (an observer) when no
     fetch has succeeded within the fetch timeout."""
@@ -84,9 +97,11 @@ class Follower:
     fetch_deadline: int
     fetch_sent_ms: int | None = None
     fetch_retry_at: int = 0
-    fetch_in_flight: FetchRequest | None = None
-    """The latest fetch sent: only its answer is acted on."""
+    fetch_in_flight: FetchRequest | FetchSnapshotRequest | None = None
+    """The latest fetch (or FetchSnapshot) sent: only its answer is acted on."""
     last_fetch_ok_ms: int | None = None
+    download: SnapshotDownload | None = None
+    """The snapshot being fetched instead of the log (the leader's log starts past ours)."""
 
     def deadline(self, now: int, request_timeout: int) -> int:
         nxt = _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
@@ -131,6 +146,8 @@ class PendingRead:
     request_id: int
     from_offset: int
     confirmed: set[int]
+    image: bool = False
+    """A read of the state machine's kv map rather than of the log."""
 
 
 @dataclass(slots=True)

@@ -14,6 +14,20 @@ with the time they are read). Otherwise the answers follow Kafka's: a partition 
 is a partition error in Metadata, not a topic error; ListOffsets "latest" is OFFSET_NOT_AVAILABLE
 while a new leader does not know its high watermark.
 
+The `kv` workload (docs/contracts.md) rides on the same APIs. A write or cas is a Produce of one
+record whose value is a kv command (`raft.image.encode_write` / `encode_cas`); the node answers,
+when the record committed, with what applying it did in the partition's `error_message` (Produce
+v8+): "swapped" or "not-swapped" for a cas, null otherwise. A read is a consumer Fetch of the
+topic `__kv_image` partition 0: the core confirms leadership as for a log read and answers the
+state machine's kv map at the high watermark, served as one batch of records (key = the JSON of
+the kv key, value = the JSON of its value, offsets 0, 1, ... in key order) whose partition high
+watermark is that of the image. The image is served whole, whatever the partition's max bytes,
+as Kafka serves a first batch larger than the limit: a partial map would be a read of nothing.
+
+KIP-630: the log may start above 0. A consumer Fetch below the log start offset gets
+OFFSET_OUT_OF_RANGE with the partition's `log_start_offset` set (Kafka's answer; the client goes on
+from there), and ListOffsets EARLIEST answers the log start offset.
+
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
 version asked. Handlers raise nothing for anything a client sends: a request that cannot be
 served gets its error code.
@@ -23,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -37,9 +52,12 @@ from reference_node.server.translate import entries_to_records
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
 from reference_node.wire.errors import ProtocolError
-from reference_node.wire.records import CONTROL_ATTRIBUTE
+from reference_node.wire.records import CONTROL_ATTRIBUTE, build_batch
 
 TOPIC = apis.METADATA_TOPIC
+IMAGE_TOPIC = "__kv_image"
+"""The state machine's kv map, readable (only) with a consumer Fetch of partition 0."""
+CAS_OUTCOMES = ("swapped", "not-swapped")
 PARTITION = apis.METADATA_PARTITION
 EARLIEST, LATEST = -2, -1
 READ_TIMEOUT_S = 5.0
@@ -68,6 +86,7 @@ class NodeApi(Protocol):
     def describe_quorum(self) -> QuorumDescription: ...
     def append(self, payloads: tuple[bytes, ...]) -> Awaitable[AppendReply]: ...
     def read(self, from_offset: int) -> Awaitable[ReadReply]: ...
+    def read_image(self) -> Awaitable[ReadReply]: ...
     def hw_changed(self) -> asyncio.Future[None]: ...
 
 
@@ -113,9 +132,11 @@ class ClientApi:
                 "topic_authorized_operations": -2147483648}
         topics: list[dict[str, Any]] = [ours]
         if req.body.topics is not None:
+            # `__kv_image` is listed only when asked for by name: it is a view, not a log.
+            described = {TOPIC: ours, IMAGE_TOPIC: {**ours, "name": IMAGE_TOPIC}}
             names = [t.name for t in req.body.topics]
-            topics = [ours if name == TOPIC else _not_a_topic(name, req.api_version)
-                      for name in names]
+            topics = [described[name] if name in described
+                      else _not_a_topic(name, req.api_version) for name in names]
         return _response(req, {"throttle_time": 0, "brokers": brokers,
                                "cluster_id": node.cluster_id,
                                "controller_id": -1 if leader is None else leader,
@@ -184,7 +205,7 @@ class ClientApi:
                 return _produce_error(reply.error, None)
             return {"error_code": ErrorCode.none, "base_offset": reply.offsets[0],
                     "log_append_time": None, "log_start_offset": self.node.log_start_offset(),
-                    "record_errors": [], "error_message": None}
+                    "record_errors": [], "error_message": _outcome_message(reply.outcomes)}
 
         # A task, not a bare coroutine: if the request is cancelled (its connection closed)
         # the wait still ends on its own, with nothing left unawaited.
@@ -198,10 +219,13 @@ class ClientApi:
         wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
         out: dict[str, list[dict[str, Any]]] = {}
         ours = [(n, p) for n, p in wanted if n == TOPIC and int(p.partition) == PARTITION]
+        image = [(n, p) for n, p in wanted if n == IMAGE_TOPIC and int(p.partition) == PARTITION]
         for name, p in wanted:
-            if (name, p) not in ours:
+            if (name, p) not in ours and (name, p) not in image:
                 out.setdefault(name, []).append(_fetch_error(int(p.partition),
                                                              ErrorCode.unknown_topic_or_partition))
+        if image:
+            out.setdefault(IMAGE_TOPIC, []).insert(0, await self._fetch_image(image[0][1]))
         if ours:
             p = ours[0][1]
             out.setdefault(TOPIC, []).insert(0, await self._fetch_ours(p, max_wait))
@@ -221,14 +245,19 @@ class ClientApi:
                                                READ_TIMEOUT_S)
             except TimeoutError:
                 return _fetch_error(PARTITION, ErrorCode.request_timed_out)
+            start = self.node.log_start_offset()
+            if reply.error == ErrorCode.offset_out_of_range or (
+                    reply.error == ErrorCode.none and offset < start):
+                # Below the log start (KIP-630: a snapshot holds it now): Kafka's answer names
+                # where the log starts, so that the client goes on from there.
+                return _fetch_error(PARTITION, ErrorCode.offset_out_of_range, reply.leader_id,
+                                    reply.leader_epoch, reply.high_watermark, start)
             if reply.error != ErrorCode.none:
                 return _fetch_error(PARTITION, reply.error, reply.leader_id, reply.leader_epoch)
             if offset > reply.high_watermark and offset > self.node.log_end_offset():
                 return _fetch_error(PARTITION, ErrorCode.offset_out_of_range,
-                                    reply.leader_id, reply.leader_epoch, reply.high_watermark)
-            if offset < self.node.log_start_offset():
-                return _fetch_error(PARTITION, ErrorCode.offset_out_of_range,
-                                    reply.leader_id, reply.leader_epoch, reply.high_watermark)
+                                    reply.leader_id, reply.leader_epoch, reply.high_watermark,
+                                    start)
             remaining = deadline - loop.time()
             if reply.records or remaining <= 0:
                 break
@@ -243,6 +272,35 @@ class ClientApi:
                 "current_leader": {"leader_id": _or_minus(reply.leader_id),
                                    "leader_epoch": reply.leader_epoch},
                 "records": entries_to_records(records) if records else b""}
+
+    async def _fetch_image(self, p: Any) -> dict[str, Any]:
+        """The kv map at the high watermark, after the same leadership confirmation as a log
+        read; pairs from the fetch offset on (a reader asks from 0 and gets them all)."""
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(self.node.read_image()),
+                                           READ_TIMEOUT_S)
+        except TimeoutError:
+            return _fetch_error(PARTITION, ErrorCode.request_timed_out)
+        if reply.error != ErrorCode.none:
+            return _fetch_error(PARTITION, reply.error, reply.leader_id, reply.leader_epoch)
+        pairs = list(reply.kv or ())
+        offset = int(p.fetch_offset)
+        if not 0 <= offset <= len(pairs):
+            return _fetch_error(PARTITION, ErrorCode.offset_out_of_range, reply.leader_id,
+                                reply.leader_epoch, reply.high_watermark, 0)
+        records = b""
+        if offset < len(pairs):
+            rest = pairs[offset:]
+            records = build_batch(offset, reply.leader_epoch,
+                                  [_json(value) for _, value in rest],
+                                  keys=[_json(key) for key, _ in rest])
+        return {"partition_index": PARTITION, "error_code": ErrorCode.none,
+                "high_watermark": reply.high_watermark,
+                "last_stable_offset": reply.high_watermark, "log_start_offset": 0,
+                "aborted_transactions": None, "preferred_read_replica": -1,
+                "current_leader": {"leader_id": _or_minus(reply.leader_id),
+                                   "leader_epoch": reply.leader_epoch},
+                "records": records}
 
     # --- ListOffsets, DescribeQuorum ----------------------------------------------------------
 
@@ -419,10 +477,24 @@ def _listed_offset(offset: int, epoch: int) -> dict[str, Any]:
             "old_style_offsets": [offset], "leader_epoch": epoch}
 
 
+def _outcome_message(outcomes: tuple[str | None, ...]) -> str | None:
+    """Produce's error_message on success: what applying the records did, when one of them is
+    a cas ("swapped" / "not-swapped"; several records: one word each, comma-separated, "-" for
+    a record that is no cas); null when none is."""
+    if not any(o in CAS_OUTCOMES for o in outcomes):
+        return None
+    return ",".join(o if o in CAS_OUTCOMES else "-" for o in outcomes)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
 def _fetch_error(index: int, code: ErrorCode, leader: int | None = None, epoch: int = -1,
-                 hw: int = -1) -> dict[str, Any]:
+                 hw: int = -1, log_start: int = -1) -> dict[str, Any]:
     return {"partition_index": index, "error_code": code, "high_watermark": hw,
-            "last_stable_offset": hw, "log_start_offset": -1, "aborted_transactions": None,
+            "last_stable_offset": hw, "log_start_offset": log_start,
+            "aborted_transactions": None,
             "preferred_read_replica": -1,
             "current_leader": {"leader_id": _or_minus(leader), "leader_epoch": epoch},
             "records": b""}

@@ -15,6 +15,17 @@ lets the leader count its own log toward the high watermark and answer producers
 
 The core answers a peer's request with a `Send` of the response to that peer; the host matches it
 to the oldest pending request of that kind from that peer and answers it on its connection.
+
+KIP-630 snapshots. The core is built from the latest valid snapshot on disk (its image, the valid
+snapshot ids, the log start and its epoch: `Disk.open_snapshots`) and reads snapshot files for
+FetchSnapshot through `Disk.snapshot_reader` on the loop. What a Ready asks of snapshots goes to
+the disk thread in the order `Ready` prescribes, behind the appends and truncations before it:
+`log_reset` (an installed snapshot: the log restarts empty at it) before the truncation and the
+appends, then `snapshot_write` (encode and write durably, then `SnapshotWritten` is stepped),
+`snapshot_received` (decode, check and write durably, then `SnapshotLoaded` or `SnapshotRefused`),
+and `delete_before` (retention) last. Under the `delete-before-snapshot` switch the snapshot write
+waits `DELETE_BEFORE_SNAPSHOT_DELAY_S` off the disk thread while the deletion goes ahead, so that a
+crash in between leaves a log start no snapshot covers (the defect the switch stands for).
 """
 
 from __future__ import annotations
@@ -45,9 +56,13 @@ from reference_node.raft.api import (
     ReplicaDescription,
     Send,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotRefused,
+    SnapshotWrite,
+    SnapshotWritten,
     Tick,
 )
-from reference_node.raft.config import RaftConfig
+from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
 from reference_node.server.events import EventsWriter
@@ -57,6 +72,7 @@ from reference_node.server.metrics import Metrics, serve_metrics
 from reference_node.server.peers import Peers
 from reference_node.server.storage_adapter import Disk
 from reference_node.storage.errors import StorageError
+from reference_node.storage.snapshot import SnapshotError
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
 from reference_node.wire.errors import ProtocolError, WireError
@@ -66,7 +82,10 @@ log = logging.getLogger(__name__)
 TICK_S = 0.01
 _DRAIN_S = 1.0
 """At most this long past the shutdown timeout for the last Readies to be carried out."""
-_RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH)
+DELETE_BEFORE_SNAPSHOT_DELAY_S = 2.0
+"""Under `delete-before-snapshot`: how long the snapshot write waits after the log below it is
+deleted (long enough for a nemesis's kill to land in between)."""
+_RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FETCH_SNAPSHOT)
 
 
 def _now_ms() -> int:
@@ -81,6 +100,11 @@ def raft_config(cfg: NodeConfig) -> RaftConfig:
         request_timeout_ms=cfg.request_timeout_ms,
         retry_backoff_ms=cfg.retry_backoff_ms,
         append_linger_ms=cfg.append_linger_ms,
+        snapshot_max_record_bytes=cfg.snapshot_max_record_bytes,
+        snapshot_interval_ms=cfg.snapshot_interval_ms,
+        retention_bytes=cfg.retention_bytes,
+        retention_ms=cfg.retention_ms,
+        snapshot_chunk_bytes=cfg.snapshot_chunk_bytes,
         unsafe=cfg.unsafe,
     )
 
@@ -102,13 +126,25 @@ class NodeHost:
         self.cluster_id = self.disk.cluster_id
         for line in self.disk.recovery.describe() if self.disk.recovery else ():
             log.warning("log recovery: %s", line)
-        state, entries = self.disk.initial_state()
         self.events = EventsWriter(cfg.metadata_log_dir, cfg.node_id)
+        start = self.disk.open_snapshots()
+        for line in start.notes:
+            log.warning("snapshots: %s", line)
+        self._log_invalid = start.log_invalid
+        if start.log_invalid is not None:
+            log.warning("log invalid: %s", start.log_invalid)
+        state, entries = self.disk.initial_state()
         self.core = RaftCore(
             cfg.node_id, sorted(cfg.voters), self.cluster_id, raft_config(cfg),
             random.Random(), _now_ms(), quorum_state=state, log=entries,
-            log_start_offset=self.disk.log_start_offset,
+            log_start_offset=self.disk.log_start_offset, log_start_epoch=start.log_start_epoch,
+            image=start.image, snapshots=start.snapshot_ids,
+            snapshot_store=self.disk.snapshot_reader,
         )
+        if start.image is not None:
+            log.info("loaded snapshot %d-%d (%d keys, %d records); log [%d, %d)",
+                     start.image.end_offset, start.image.epoch, len(start.image.kv),
+                     start.image.records, self.disk.log_start_offset, self.core.log_end_offset)
         self.metrics = Metrics(cfg.node_id, self._gauges)
         self.peers = Peers(cfg.node_id, {i: e for i, e in cfg.voters.items() if i != cfg.node_id},
                            cfg.request_timeout_ms, cfg.retry_backoff_ms, ssl=cfg.peer_ssl())
@@ -129,6 +165,7 @@ class NodeHost:
         self._flush_wanted = False
         self._election_started: float | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._delayed_writes: set[asyncio.TimerHandle] = set()
         self.fatal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
         self.port = 0
 
@@ -136,6 +173,8 @@ class NodeHost:
 
     async def start(self) -> None:
         self.events.start()
+        if self._log_invalid is not None:
+            self.events.emit("log-invalid", reason=self._log_invalid)
         self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
                                               ssl=self.cfg.listener_ssl())
         self._spawn(self._pump())
@@ -167,6 +206,8 @@ class NodeHost:
                             self.cfg.shutdown_timeout_ms, self.core.state_name)
             await self._let_output_out(deadline + _DRAIN_S)
         self.linger.close()
+        for handle in self._delayed_writes:
+            handle.cancel()
         await self.listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
@@ -235,6 +276,8 @@ class NodeHost:
     async def _carry_out(self, ready: Ready) -> None:
         if ready.quorum_state is not None:
             await self.disk.write_quorum_state(ready.quorum_state, tuple(sorted(self.cfg.voters)))
+        if ready.log_reset is not None:
+            self._watch(self.disk.reset_log(ready.log_reset))
         if ready.truncate_to is not None:
             self._watch(self.disk.truncate_to(ready.truncate_to))
         if ready.entries:
@@ -244,12 +287,71 @@ class NodeHost:
             window.record(float(sum(1 for e in ready.entries if not e.is_control)))
         if ready.flush:
             self._request_flush()
+        if ready.snapshot_write is not None:
+            self._write_snapshot(ready.snapshot_write)
+        if ready.snapshot_received is not None:
+            self._keep_snapshot(*ready.snapshot_received)
+        if ready.delete_before is not None:
+            self._watch(self.disk.delete_before(ready.delete_before))
         for send in ready.messages:
             self._send(send)
         for reply in ready.replies:
             self._answer(reply)
         for event in ready.events:
             self._event(dict(event))
+
+    # --- snapshots (KIP-630) -----------------------------------------------------------------
+
+    def _write_snapshot(self, write: SnapshotWrite) -> None:
+        if Unsafe.DELETE_BEFORE_SNAPSHOT in self.cfg.unsafe:
+            # The defect: the log below goes now (this Ready's delete_before), the snapshot that
+            # covers it only later.
+            def later() -> None:
+                self._delayed_writes.discard(handle)
+                self._start_snapshot_write(write)
+
+            handle = asyncio.get_running_loop().call_later(DELETE_BEFORE_SNAPSHOT_DELAY_S, later)
+            self._delayed_writes.add(handle)
+            return
+        self._start_snapshot_write(write)
+
+    def _start_snapshot_write(self, write: SnapshotWrite) -> None:
+        started = time.monotonic()
+        sid = write.snapshot_id
+
+        def done(fut: asyncio.Future[None]) -> None:
+            if fut.cancelled():
+                return
+            if fut.exception() is not None:
+                log.error("snapshot %d-%d: write failed: %r", sid.end_offset, sid.epoch,
+                          fut.exception())
+                self._die(FatalError(f"snapshot write failed: {fut.exception()}"))
+                return
+            log.info("snapshot %d-%d written in %.3f s (%d keys, %d records)", sid.end_offset,
+                     sid.epoch, time.monotonic() - started, len(write.image.kv),
+                     write.image.records)
+            self.step(SnapshotWritten(sid))
+
+        self.disk.write_snapshot(write).add_done_callback(done)
+
+    def _keep_snapshot(self, sid: m.SnapshotId, data: bytes) -> None:
+        """A downloaded snapshot: checked and written on the disk thread, then reported."""
+
+        def done(fut: asyncio.Future[Any]) -> None:
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            if isinstance(exc, SnapshotError):
+                log.warning("snapshot %d-%d from the leader refused: %s", sid.end_offset,
+                            sid.epoch, exc)
+                self.step(SnapshotRefused(sid, str(exc)))
+            elif exc is not None:
+                log.error("snapshot %d-%d: write failed: %r", sid.end_offset, sid.epoch, exc)
+                self._die(FatalError(f"snapshot write failed: {exc}"))
+            else:
+                self.step(SnapshotLoaded(sid, fut.result()))
+
+        self.disk.receive_snapshot(sid, data).add_done_callback(done)
 
     def _watch(self, fut: asyncio.Future[Any]) -> None:
         def done(f: asyncio.Future[Any]) -> None:
@@ -289,7 +391,8 @@ class NodeHost:
                 self._hw_waiters.set_result(None)
             self._hw_waiters = None
         self.events.emit(kind, **event)
-        if kind in ("state", "truncate"):
+        if kind in ("state", "truncate", "snapshot", "snapshot-install", "snapshot-refused",
+                    "log-start"):
             log.info("%s %s", kind, event)
 
     def _measure_election(self, state: Any) -> None:
@@ -416,7 +519,7 @@ class NodeHost:
         return int(self.core.high_watermark)
 
     def log_start_offset(self) -> int:
-        return int(self.core.log_view.start_offset)
+        return int(self.core.log_start_offset)
 
     def log_end_offset(self) -> int:
         return int(self.core.log_end_offset)
@@ -468,6 +571,14 @@ class NodeHost:
         self.step(ClientRead(request_id, from_offset))
         return fut
 
+    def read_image(self) -> asyncio.Future[ReadReply]:
+        """The kv map at the high watermark, confirmed as a log read is (the `kv` workload)."""
+        request_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._clients[request_id] = (fut, time.monotonic())
+        self.step(ClientRead(request_id, 0, image=True))
+        return fut
+
     def hw_changed(self) -> asyncio.Future[None]:
         if self._hw_waiters is None or self._hw_waiters.done():
             self._hw_waiters = asyncio.get_running_loop().create_future()
@@ -485,6 +596,7 @@ class NodeHost:
 
     def _gauges(self) -> dict[str, float | str]:
         core = self.core
+        snapshots = core.snapshot_ids
         return {
             "current-leader": -1 if core.leader_id is None else core.leader_id,
             "current-epoch": core.epoch,
@@ -493,6 +605,10 @@ class NodeHost:
             "high-watermark": core.high_watermark,
             "log-end-offset": core.log_end_offset,
             "log-end-epoch": core.last_epoch,
+            "log-start-offset": core.log_start_offset,
+            "latest-snapshot-end-offset": snapshots[-1].end_offset if snapshots else -1,
+            "latest-snapshot-epoch": snapshots[-1].epoch if snapshots else -1,
+            "snapshot-count": len(snapshots),
         }
 
 

@@ -1,6 +1,15 @@
 """The node's use of `reference_node.storage`: format a directory, open it for a run.
 
 Kept apart so that the CLI and the host see one small face of the storage package.
+
+KIP-630 at start (`Disk.open_snapshots`): the node's snapshots are judged before the core is
+built. Every `.checkpoint` file is decoded; one that does not decode (bad CRC, no footer, an id
+its content does not match) is ignored with a WARNING line and never served. Then KIP-630's
+"Validation of Snapshot and Log": a log that starts above 0 with no valid snapshot at or above
+its start is treated as empty (reset to offset 0, a WARNING and the event `log-invalid`); a
+latest snapshot beyond the log end restarts the log, empty, at that snapshot; a log start
+between snapshots moves up to the next valid one. The core is then built from the latest valid
+snapshot's image, the log that follows it, and the valid snapshot ids.
 """
 
 from __future__ import annotations
@@ -9,19 +18,22 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from reference_node.config import NodeConfig
 from reference_node.raft import api
 from reference_node.raft.core import MAX_EPOCH
+from reference_node.raft.image import Image
 from reference_node.raft.log import StoredEntries
-from reference_node.raft.messages import Entry
+from reference_node.raft.messages import Entry, SnapshotId
 from reference_node.server.translate import entry_to_stored, stored_to_entry
 from reference_node.storage.errors import StorageError
 from reference_node.storage.log import MetadataLog
 from reference_node.storage.meta import META_PROPERTIES, format_storage
 from reference_node.storage.node import NodeStorage
 from reference_node.storage.quorum_state import QuorumState
+from reference_node.storage.snapshot import SnapshotError, SnapshotFiles
 
 T = TypeVar("T")
 
@@ -79,6 +91,42 @@ class DiskEntries(StoredEntries):
 
 
 
+class SnapshotReader(api.SnapshotStore):
+    """The core's view of the durable snapshots (FetchSnapshot), read on the event loop: chunks
+    are small (`controller.quorum.fetch.snapshot.max.bytes`). A file that vanished between two
+    calls reads as absent or empty, never as an exception inside the core's step."""
+
+    def __init__(self, files: SnapshotFiles) -> None:
+        self._files = files
+
+    def size(self, snapshot_id: SnapshotId) -> int | None:
+        try:
+            return self._files.size(snapshot_id)
+        except OSError:
+            return None
+
+    def read(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        try:
+            return self._files.read(snapshot_id, position, max_bytes)
+        except (OSError, ValueError):
+            return b""
+
+
+@dataclass(slots=True)
+class StartSnapshots:
+    """What the core is built from besides the quorum state and the log (KIP-630)."""
+
+    image: Image | None = None
+    """The latest valid snapshot's image (None: no snapshot, the log starts at 0)."""
+    snapshot_ids: list[SnapshotId] = field(default_factory=list)
+    """Every valid snapshot, ascending."""
+    log_start_epoch: int = 0
+    log_invalid: str | None = None
+    """Why the log was treated as empty (KIP-630's validation failed), or None."""
+    notes: list[str] = field(default_factory=list)
+    """What was ignored or changed on the way, one WARNING line each."""
+
+
 class Disk:
     """The open directory of a running node, written by one thread so that disk order is
     program order: an append queued before a flush is covered by it, a truncation queued after
@@ -94,6 +142,8 @@ class Disk:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="disk")
         self.cluster_id: str = self._storage.meta.cluster_id
         self.recovery = self._storage.log.recovery
+        self.snapshots = SnapshotFiles(self._storage.log.directory)
+        self.snapshot_reader = SnapshotReader(self.snapshots)
 
     def initial_state(self) -> tuple[api.QuorumState, Sequence[Entry]]:
         """What the core is built from: the persisted quorum state and the log, which the core
@@ -114,6 +164,50 @@ class Disk:
     @property
     def log_start_offset(self) -> int:
         return self._storage.log.start_offset
+
+    def open_snapshots(self) -> StartSnapshots:
+        """Judge the snapshots and the log against each other (KIP-630), before the core is
+        built: see the module docstring. Runs before the disk thread has work."""
+        out = StartSnapshots()
+        out.notes.extend(f"{path}: removed (an unfinished write or deletion)"
+                         for path in self.snapshots.removed)
+        valid: dict[SnapshotId, Image] = {}
+        for snapshot_id in self.snapshots.ids():
+            try:
+                valid[snapshot_id] = self.snapshots.load(snapshot_id)
+            except SnapshotError as exc:
+                out.notes.append(f"snapshot ignored (never served): {exc}")
+        log = self._storage.log
+        start = log.start_offset
+        if start > 0 and not any(s.end_offset >= start for s in valid):
+            out.log_invalid = (
+                f"the log starts at offset {start} but no valid snapshot ends at or above it "
+                f"(valid snapshots: {_names(valid)}): the log is treated as empty (KIP-630)")
+            _reset_log(log, 0, 0)
+            start = 0
+        ids = sorted(valid)
+        latest = ids[-1] if ids else None
+        if latest is not None and latest.end_offset > log.end_offset:
+            out.notes.append(
+                f"the latest snapshot {_names([latest])} ends beyond the log end offset "
+                f"{log.end_offset}: the log restarts, empty, at it (KIP-630)")
+            _reset_log(log, latest.end_offset, latest.epoch)
+            start = latest.end_offset
+        at_start = [s for s in ids if s.end_offset == start]
+        if start > 0 and not at_start:
+            above = min(s for s in ids if s.end_offset >= start)
+            out.notes.append(f"the log start offset {start} is no snapshot's end: it moves up "
+                             f"to the next valid snapshot {_names([above])}")
+            _delete_log_before(log, above.end_offset, above.epoch)
+            start, at_start = above.end_offset, [above]
+        # Snapshots below the log start are kept (retention deletes them); those whose image
+        # the log cannot follow from its start are not this node's to build on.
+        out.snapshot_ids = ids
+        out.log_start_epoch = at_start[-1].epoch if start > 0 else 0
+        usable = [s for s in ids if start <= s.end_offset <= log.end_offset]
+        if usable:
+            out.image = valid[usable[-1]]
+        return out
 
     def _run(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
@@ -140,9 +234,56 @@ class Disk:
         """Makes everything queued before it durable; the flushed log end offset."""
         return self._run(self._storage.log.flush)
 
+    # --- KIP-630: in queue order with the appends and truncations --------------------------
+
+    def reset_log(self, snapshot_id: SnapshotId) -> asyncio.Future[None]:
+        """A snapshot was installed: the log restarts, empty, at its end; older snapshots go."""
+        def run() -> None:
+            _reset_log(self._storage.log, snapshot_id.end_offset, snapshot_id.epoch)
+            self.snapshots.delete_older_than(snapshot_id)
+
+        return self._run(run)
+
+    def delete_before(self, snapshot_id: SnapshotId) -> asyncio.Future[None]:
+        """Retention: the log start moves up to the snapshot's end (whole segments below it are
+        deleted) and older snapshots go."""
+        def run() -> None:
+            _delete_log_before(self._storage.log, snapshot_id.end_offset, snapshot_id.epoch)
+            self.snapshots.delete_older_than(snapshot_id)
+
+        return self._run(run)
+
+    def write_snapshot(self, write: api.SnapshotWrite) -> asyncio.Future[None]:
+        """Encode and write the snapshot durably (temp file, fsync, rename, fsync the
+        directory). Timestamps are 0, so that equal images are equal files on every node."""
+        def run() -> None:
+            self.snapshots.write(write.snapshot_id, write.image)
+
+        return self._run(run)
+
+    def receive_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> asyncio.Future[Image]:
+        """Check a downloaded snapshot (SnapshotError: refused, nothing written) and keep it
+        durably; its image."""
+        return self._run(lambda: self.snapshots.write_bytes(snapshot_id, data))
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._storage.close()
+
+
+def _names(ids: object) -> str:
+    listed = [f"{s.end_offset}-{s.epoch}" for s in ids]  # type: ignore[attr-defined]
+    return ", ".join(listed) if listed else "none"
+
+
+def _reset_log(log: MetadataLog, offset: int, epoch: int) -> None:
+    """Remove the whole log; it starts again, empty, at `offset` (after an entry of `epoch`)."""
+    log.reset_to(offset, epoch)
+
+
+def _delete_log_before(log: MetadataLog, offset: int, epoch: int) -> None:
+    """The log start moves up to `offset` (the entry before it has `epoch`)."""
+    log.delete_before(offset, epoch)
 
 
 def _unusable_epoch(path: object, epoch: int) -> str:

@@ -15,6 +15,11 @@ channel answers the raft client UNSUPPORTED_VERSION, and a prospective voter the
 candidate at once (KafkaRaftClient.handleVoteResponse); the core here is not told, so a pre-vote
 that needs a majority of voters without Vote v2 never wins.
 
+KIP-630 rides on the same partition: a Fetch response names the snapshot to fetch in its
+`SnapshotId` (tagged, v12+; -1/-1 is none), and FetchSnapshot (every version kio knows) carries
+the snapshot id, the byte position and MaxBytes one way, a chunk of the file (UnalignedRecords:
+raw bytes, not cut at batch boundaries) with the file's size the other.
+
 KIP-853 endpoints ride along: every Raft response we send lists our client address in
 `node_endpoints`, and BeginQuorumEpoch lists it in `leader_endpoints`, so that each node learns
 where clients should reach the others (what Metadata advertises) without extra configuration.
@@ -52,6 +57,7 @@ RAFT_REQUEST_KEYS = {
     m.BeginQuorumEpochRequest: apis.BEGIN_QUORUM_EPOCH,
     m.EndQuorumEpochRequest: apis.END_QUORUM_EPOCH,
     m.FetchRequest: apis.FETCH,
+    m.FetchSnapshotRequest: apis.FETCH_SNAPSHOT,
 }
 
 
@@ -66,7 +72,9 @@ def _only_partition(topics: Sequence[Any] | None, name_field: str) -> Any:
     parts: Sequence[Any] = topics[0].partitions or ()
     if len(parts) != 1:
         raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
-    index_field = "partition_index" if has_field(parts[0], "partition_index") else "partition"
+    # Each API names the index its own way (FetchSnapshot's response: `index`).
+    index_field = next(f for f in ("partition_index", "partition", "index")
+                       if has_field(parts[0], f))
     if getattr(parts[0], index_field) != PARTITION:
         raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
     return parts[0]
@@ -141,6 +149,13 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
         return build(cls, {"cluster_id": msg.cluster_id,
                            "topics": [{"topic_name": TOPIC, "partitions": [part]}],
                            "leader_endpoints": [_endpoint_dict(me)]})
+    if isinstance(msg, m.FetchSnapshotRequest):
+        part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
+                "snapshot_id": _snapshot_id_dict(msg.snapshot_id), "position": msg.position,
+                "replica_directory_id": None}
+        return build(cls, {"cluster_id": msg.cluster_id, "replica_id": msg.replica_id,
+                           "max_bytes": msg.max_bytes,
+                           "topics": [{"name": TOPIC, "partitions": [part]}]})
     part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
             "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
             "log_start_offset": -1, "partition_max_bytes": 1 << 20}
@@ -153,6 +168,22 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
 
 def _endpoint_dict(ep: Endpoint) -> dict[str, Any]:
     return {"name": LISTENER_NAME, "host": ep.host, "port": ep.port}
+
+
+def _snapshot_id_dict(snapshot_id: m.SnapshotId | None) -> dict[str, int]:
+    """Kafka's SnapshotId struct; -1/-1 (the Fetch response's default) stands for none."""
+    if snapshot_id is None:
+        return {"end_offset": -1, "epoch": -1}
+    return {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch}
+
+
+def _snapshot_id(kio_id: Any) -> m.SnapshotId | None:
+    """The inverse of `_snapshot_id_dict`: an id with a negative part is none, as Kafka's
+    `FetchResponse` reads a SnapshotId left at its default."""
+    end_offset, epoch = int(kio_id.end_offset), int(kio_id.epoch)
+    if end_offset < 0 or epoch < 0:
+        return None
+    return m.SnapshotId(end_offset, epoch)
 
 
 # --- inbound requests -----------------------------------------------------------------------
@@ -189,6 +220,14 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             fetch_offset=int(p.fetch_offset),
             last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
             max_wait_ms=int(body.max_wait.total_seconds() * 1000))
+    if api_key == apis.FETCH_SNAPSHOT:
+        p = _only_partition(body.topics, "name")
+        # The id is taken as sent (negative parts too): the core refuses what it has not got.
+        return m.FetchSnapshotRequest(
+            cluster_id=body.cluster_id, replica_id=int(body.replica_id),
+            current_leader_epoch=int(p.current_leader_epoch),
+            snapshot_id=m.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            position=int(p.position), max_bytes=int(body.max_bytes))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
 
 
@@ -202,7 +241,8 @@ def refusal_to_kio(api_key: int, version: int, error: m.ErrorCode) -> Any | None
     if api_key == apis.FETCH:
         return build(cls, {"throttle_time": 0, "error_code": error.value, "session_id": 0,
                            "responses": []})
-    return build(cls, {"error_code": error.value, "topics": []})
+    # throttle_time: FetchSnapshot's (the other Raft responses have none; build drops it)
+    return build(cls, {"throttle_time": 0, "error_code": error.value, "topics": []})
 
 
 def learned_endpoints(body: Any) -> dict[int, Endpoint]:
@@ -231,6 +271,14 @@ def response_to_kio(api_key: int, version: int, msg: m.Response, me_id: int,
         return build(cls, {"throttle_time": 0, "error_code": 0, "session_id": 0,
                            "responses": [{"topic": TOPIC, "partitions": [_fetch_part(msg)]}],
                            "node_endpoints": endpoints})
+    if isinstance(msg, m.FetchSnapshotResponse):
+        snap = {"index": PARTITION, "error_code": msg.error.value,
+                "snapshot_id": _snapshot_id_dict(msg.snapshot_id),
+                "current_leader": {"leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch},
+                "size": msg.size, "position": msg.position, "unaligned_records": msg.data}
+        return build(cls, {"throttle_time": 0, "error_code": 0,
+                           "topics": [{"name": TOPIC, "partitions": [snap]}],
+                           "node_endpoints": endpoints})
     part: dict[str, Any] = {"partition_index": PARTITION, "error_code": msg.error.value,
                             "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch}
     if isinstance(msg, m.VoteResponse):
@@ -251,6 +299,8 @@ def _fetch_part(msg: m.FetchResponse) -> dict[str, Any]:
     if msg.diverging_epoch is not None:
         part["diverging_epoch"] = {"epoch": msg.diverging_epoch.epoch,
                                    "end_offset": msg.diverging_epoch.end_offset}
+    if msg.snapshot_id is not None:
+        part["snapshot_id"] = _snapshot_id_dict(msg.snapshot_id)
     return part
 
 
@@ -268,7 +318,19 @@ def response_from_kio(api_key: int, body: Any) -> m.Response:
             error=m.ErrorCode(p.error_code), leader_id=int(p.current_leader.leader_id),
             leader_epoch=int(p.current_leader.leader_epoch),
             high_watermark=int(p.high_watermark), log_start_offset=int(p.log_start_offset),
-            records=tuple(records_to_entries(p.records)), diverging_epoch=diverging)
+            records=tuple(records_to_entries(p.records)), diverging_epoch=diverging,
+            snapshot_id=_snapshot_id(p.snapshot_id) if has_field(p, "snapshot_id") else None)
+    if api_key == apis.FETCH_SNAPSHOT:
+        if int(body.error_code) and not body.topics:
+            raise NotOurPartition(f"fetch-snapshot failed with top-level error {body.error_code}")
+        p = _only_partition(body.topics, "name")
+        error = m.ErrorCode(p.error_code) if int(body.error_code) == 0 else m.ErrorCode(
+            body.error_code)
+        return m.FetchSnapshotResponse(
+            error=error, leader_id=int(p.current_leader.leader_id),
+            leader_epoch=int(p.current_leader.leader_epoch),
+            snapshot_id=_snapshot_id(p.snapshot_id), size=int(p.size), position=int(p.position),
+            data=bytes(p.unaligned_records or b""))
     p = _only_partition(body.topics, "topic_name")
     error = m.ErrorCode(p.error_code) if int(body.error_code) == 0 else m.ErrorCode(
         body.error_code)
@@ -282,8 +344,8 @@ def response_from_kio(api_key: int, body: Any) -> m.Response:
 
 def response_api_key(msg: m.Response) -> int:
     return {m.VoteResponse: apis.VOTE, m.BeginQuorumEpochResponse: apis.BEGIN_QUORUM_EPOCH,
-            m.EndQuorumEpochResponse: apis.END_QUORUM_EPOCH, m.FetchResponse: apis.FETCH}[
-        type(msg)]
+            m.EndQuorumEpochResponse: apis.END_QUORUM_EPOCH, m.FetchResponse: apis.FETCH,
+            m.FetchSnapshotResponse: apis.FETCH_SNAPSHOT}[type(msg)]
 
 
 # --- entries and records --------------------------------------------------------------------

@@ -11,7 +11,9 @@ A node owns one `metadata.log.dir`, laid out as Kafka lays it out:
     <log_dir>/__cluster_metadata-0/%020d.log             segments of RecordBatch v2
     <log_dir>/__cluster_metadata-0/%020d.index           their sparse offset indexes
     <log_dir>/recovery-point-offset-checkpoint           below it every segment is whole
+    <log_dir>/log-start-offset-checkpoint                the log start offset (KIP-630)
     <log_dir>/.kafka_cleanshutdown                       present only after a clean close
+    <log_dir>/__cluster_metadata-0/%020d-%010d.checkpoint  snapshots (end offset, epoch)
 
 `format_storage` prepares the directory (like `kafka-storage format`); `NodeStorage.open` locks
 it, checks `meta.properties` against the configuration and opens the log and the quorum-state
@@ -43,8 +45,13 @@ price Kafka pays too. Tools (`dump_log_jsonl`, `log_summary`) check everything.
 `dump_log_jsonl` and `log_summary` read a (copy of a) directory without lock or writes, for the
 harness's node data dump (docs/contracts.md).
 
-The log's `start_offset` is the base of its first segment (0 today); a log that starts at a
-snapshot (KIP-630) will only move it. Snapshots themselves are not built yet.
+Snapshots (KIP-630, `snapshot`): the image at a committed offset, in Kafka's snapshot format
+(SnapshotHeader, the image's records, SnapshotFooter), written durably (temp file, fsync, rename,
+fsync the directory). Once a snapshot covers them, the records below it may go:
+`MetadataLog.delete_before` moves the log start offset up (checkpointed first) and deletes whole
+segments below it; `MetadataLog.reset_to` empties the log at a new start (after installing a
+snapshot). `NodeStorage.open` judges the log against the snapshots as KIP-630 says (`node`).
+Tools: `dump_snapshots_jsonl` and `dump_file` (`kraft node dump-log` / `dump-snapshot`).
 """
 
 from __future__ import annotations
@@ -55,7 +62,14 @@ from .batch import (
     decode_batches,
     encode_batch,
 )
-from .dump import dump_log_jsonl, log_summary, record_value
+from .dump import (
+    dump_file,
+    dump_log_jsonl,
+    dump_snapshot,
+    dump_snapshots_jsonl,
+    log_summary,
+    record_value,
+)
 from .epochs import EpochEntry
 from .errors import OffsetOutOfRangeError, StorageError
 from .lock import DirLock
@@ -69,6 +83,16 @@ from .meta import (
 )
 from .node import NodeStorage
 from .quorum_state import QUORUM_STATE, QuorumState, QuorumStateStore
+from .snapshot import (
+    LoadedSnapshot,
+    SkippedSnapshot,
+    SnapshotError,
+    SnapshotFiles,
+    decode_snapshot,
+    encode_snapshot,
+    parse_snapshot_filename,
+    snapshot_filename,
+)
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
@@ -78,6 +102,7 @@ __all__ = [
     "ControlType",
     "DirLock",
     "EpochEntry",
+    "LoadedSnapshot",
     "MetaProperties",
     "MetadataLog",
     "NodeStorage",
@@ -85,14 +110,24 @@ __all__ = [
     "QuorumState",
     "QuorumStateStore",
     "RecoveryReport",
+    "SkippedSnapshot",
+    "SnapshotError",
+    "SnapshotFiles",
     "StorageError",
     "StoredRecord",
     "TailCut",
     "decode_batches",
+    "decode_snapshot",
+    "dump_file",
     "dump_log_jsonl",
+    "dump_snapshot",
+    "dump_snapshots_jsonl",
     "encode_batch",
+    "encode_snapshot",
     "format_storage",
     "log_summary",
+    "parse_snapshot_filename",
     "random_uuid",
     "record_value",
+    "snapshot_filename",
 ]

@@ -172,6 +172,10 @@ def _get_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return (result >> 1) ^ -(result & 1), pos
 
 
+get_varint = _get_varint
+"""(zigzag varint at `pos`, position after it): for codecs with their own fast paths."""
+
+
 def _put_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:
         _put_varint(out, -1)

@@ -102,6 +102,13 @@ class EpochCache:
         while self.entries and self.entries[-1].start_offset >= offset:
             self.entries.pop()
 
+    def truncate_before(self, offset: int) -> None:
+        """Forget epochs that end at or before `offset`; the one in force there now starts at
+        it (Kafka's truncateFromStart, when the records below `offset` are deleted)."""
+        in_force = [e for e in self.entries if e.start_offset <= offset]
+        later = [e for e in self.entries if e.start_offset > offset]
+        self.entries = ([EpochEntry(in_force[-1].epoch, offset)] if in_force else []) + later
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka's KafkaMetadataLog.endOffsetForEpoch answers.
 

@@ -12,6 +12,10 @@ Which segments are trusted on open is Kafka's LogLoader rule, when the log is op
 below the checkpointed recovery point. A trusted segment is known by its `.index` file (see
 `index`) and a walk over the batch headers after the index's last entry; its epochs come from
 `leader-epoch-checkpoint`. Without `log_dir` (tools reading a copy) every batch is checked.
+
+The log start offset (KIP-630) is `log-start-offset-checkpoint`'s: `delete_before` moves it up to
+a snapshot and deletes the segments wholly below it, `reset_to` empties the log at a snapshot;
+both checkpoint the start before deleting anything, and opening removes what a crash left.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -56,11 +61,14 @@ from .recovery import (
     scan_segment,
 )
 from .restart import (
+    LOG_START_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     clear_clean_shutdown,
     had_clean_shutdown,
     mark_clean_shutdown,
+    read_log_start,
     read_recovery_point,
+    write_log_start,
     write_recovery_point,
 )
 from .segment import Segment, segment_base, segment_name
@@ -128,10 +136,17 @@ class RecoveryReport:
     recovery_point: int = 0
     # Segments whose every batch was CRC-checked on open (the others were trusted).
     checked_segments: list[Path] = field(default_factory=list)
+    # Segments wholly below the log start offset, which a crash left behind (removed on open).
+    removed_below_start: list[Path] = field(default_factory=list)
+    # KIP-630 at start (snapshots skipped, the log start moved or the log reset), one line each:
+    # filled by `NodeStorage.open`, which judges the log against the snapshots.
+    snapshot_notes: list[str] = field(default_factory=list)
+    log_start: int = 0
 
     def __bool__(self) -> bool:
         return bool(
             self.tail_cuts or self.removed_files or self.rebuilt_indexes or self.rebuilt_files
+            or self.removed_below_start or self.snapshot_notes
         )
 
     def describe(self) -> list[str]:
@@ -139,6 +154,12 @@ class RecoveryReport:
         lines += [r.describe() for r in self.rebuilt_indexes]
         lines += self.rebuilt_files
         lines += [f"{p}: removed leftover temporary file" for p in self.removed_files]
+        lines += [
+            f"{p}: removed: it lies wholly below the log start offset {self.log_start} (a "
+            "deletion interrupted by a crash)"
+            for p in self.removed_below_start
+        ]
+        lines += self.snapshot_notes
         return lines
 
 
@@ -147,8 +168,12 @@ class MetadataLog:
     may come from other threads: they and the changes to the segment list and files take a lock
     (flush's fsync does not), so that no read sees a half-applied write.
 
-    Offsets are contiguous from `start_offset` (0 until snapshots exist) to `end_offset`
-    (exclusive). `flushed_offset` <= `end_offset` is what is known durable.
+    Offsets are contiguous from `start_offset` to `end_offset` (exclusive). `flushed_offset`
+    <= `end_offset` is what is known durable. The log start offset is 0 until a snapshot covers
+    the records below it (KIP-630): `delete_before` moves it up, `reset_to` empties the log at
+    a new start; both persist it in Kafka's `log-start-offset-checkpoint` (in the log
+    directory) before deleting anything. Records below it may remain in the first segment, but
+    are never read.
     """
 
     def __init__(
@@ -160,6 +185,7 @@ class MetadataLog:
         read_only: bool,
         recovery: RecoveryReport,
         log_dir: Path | None = None,
+        start_offset: int = 0,
     ) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
@@ -168,6 +194,11 @@ class MetadataLog:
         self.log_dir = log_dir
         self._segments = segments
         self._epochs = epochs
+        self._start = start_offset
+        self._start_epoch: int | None = None
+        # Where `log-start-offset-checkpoint` lives: the log directory (Kafka's), which is the
+        # partition directory's parent when the log is opened without one.
+        self._start_dir = log_dir if log_dir is not None else directory.parent
         self._flushed = self.end_offset
         self._checkpoint_dirty = False
         self._closed = False
@@ -186,6 +217,7 @@ class MetadataLog:
         read_only: bool = False,
         log_dir: str | os.PathLike[str] | None = None,
         quorum: QuorumEpoch | None = None,
+        snapshot_end: int | None = None,
     ) -> MetadataLog:
         """Open (creating if needed, unless `read_only`) the log in `partition_dir`.
 
@@ -196,6 +228,13 @@ class MetadataLog:
         the segment indexes and the epoch checkpoint are evidence of records the segments must
         still hold. With `quorum` (the node's quorum-state epoch) no batch may have a higher
         epoch, and records of an epoch above 0 need a quorum-state at all.
+
+        The log start offset is `log-start-offset-checkpoint`'s (in `log_dir`, else in the
+        partition directory's parent), raised to the first segment's base offset; segments
+        wholly below it (a crash during `delete_before` or `reset_to`) are removed. A first
+        segment beginning above the checkpointed start means the segments holding the offsets
+        between are missing: refused, unless `snapshot_end` (the end offset of the node's latest
+        valid snapshot) covers them (KIP-630) or the log is opened `read_only`.
 
         Every refusal (StorageError) comes before the first write: the files stay as they were
         for whoever looks into them (leftover temporary files excepted).
@@ -218,26 +257,45 @@ class MetadataLog:
             (p for p in directory.iterdir() if segment_base(p) is not None),
             key=lambda p: segment_base(p) or 0,
         )
+        start_dir = restart_dir if restart_dir is not None else directory.parent
+        start = _checkpointed_log_start(start_dir, directory, report)
+        # Segments followed by one that begins at or below the log start hold nothing readable.
+        below = [p for p, nxt in itertools.pairwise(paths) if (segment_base(nxt) or 0) <= start]
+        paths = paths[len(below):]
         segments: list[Segment] = []
         try:
             loader = _Loader(directory, paths, read_only, report, restart_dir is not None, quorum)
             epochs = loader.load(segments)
-            _refuse_missing_records(directory, segments, report, restart_dir, loader.cuts)
+            if len(segments) == 1 and segments[0].next_offset < start:
+                # Its records all lie below the log start: the log is empty at the start.
+                below.append(segments.pop().path)
+                epochs = EpochCache()
+            first = segments[0].base_offset if segments else start
+            if first > start:
+                _missing_below_first(directory, segments[0].path, start, first, snapshot_end,
+                                     read_only, report)
+                start = first
+            report.log_start = start
+            _refuse_missing_records(directory, segments, report, restart_dir, loader.cuts,
+                                    start)
             if quorum is not None:
                 _refuse_epochs_beyond_quorum_state(segments, epochs, quorum)
             if not read_only:
                 loader.apply()
+                cls._remove_below_start(below, report)
                 cls._remove_orphaned_indexes(directory, report)
                 if not segments:
                     segments.append(
-                        Segment.open(directory / segment_name(0), read_only=False, create=True)
+                        Segment.open(directory / segment_name(start), read_only=False,
+                                     create=True)
                     )
                     fsync_dir(directory)
         except BaseException:
             for s in segments:
                 s.close()
             raise
-        log = cls(directory, segments, epochs, segment_bytes, read_only, report, restart_dir)
+        log = cls(directory, segments, epochs, segment_bytes, read_only, report, restart_dir,
+                  start)
         log._reconcile_checkpoint()
         if restart_dir is not None and not read_only:
             # From here on a crash must not pass for a clean shutdown (Kafka deletes the
@@ -255,6 +313,15 @@ class MetadataLog:
             ):
                 leftover.unlink()
                 report.removed_files.append(leftover)
+
+    @staticmethod
+    def _remove_below_start(paths: list[Path], report: RecoveryReport) -> None:
+        for path in paths:
+            index_path(path).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            report.removed_below_start.append(path)
+        if paths:
+            fsync_dir(paths[0].parent)
 
     @staticmethod
     def _remove_orphaned_indexes(directory: Path, report: RecoveryReport) -> None:
@@ -281,6 +348,7 @@ class MetadataLog:
             )
             on_disk = None
         else:
+            on_disk = self._from_first_segment(on_disk)
             note = _checkpoint_disagreement(on_disk, derived, self.end_offset,
                                             self.recovery.clean_shutdown)
             if note is not None:
@@ -291,15 +359,38 @@ class MetadataLog:
             write_checkpoint(path, derived)
             self.recovery.checkpoint_rewritten = on_disk is not None
 
+    def _from_first_segment(self, entries: list[EpochEntry] | None) -> list[EpochEntry] | None:
+        """`entries` as the batches can show them: from the first segment's base offset (a file
+        written before segments below it were deleted names older epochs: not damage)."""
+        if entries is None or not self._segments:
+            return entries
+        base = self._segments[0].base_offset
+        if self.end_offset <= base:
+            return [e for e in entries if e.start_offset >= base]
+        cache = EpochCache(entries)
+        cache.truncate_before(base)
+        return cache.entries
+
     # --- positions -----------------------------------------------------------------------
 
     @property
     def start_offset(self) -> int:
-        return self._segments[0].base_offset if self._segments else 0
+        """The log start offset: no record below it can be read (KIP-630)."""
+        return self._start
+
+    @property
+    def start_epoch(self) -> int | None:
+        """The epoch of the entry just below the log start (the snapshot's at it), when the
+        owner said so (`delete_before`, `reset_to`, or `NodeStorage.open`); None otherwise."""
+        return self._start_epoch
+
+    @start_epoch.setter
+    def start_epoch(self, epoch: int | None) -> None:
+        self._start_epoch = epoch
 
     @property
     def end_offset(self) -> int:
-        return self._segments[-1].next_offset if self._segments else 0
+        return self._segments[-1].next_offset if self._segments else self._start
 
     @property
     def flushed_offset(self) -> int:
@@ -307,9 +398,12 @@ class MetadataLog:
 
     @property
     def last_epoch(self) -> int:
-        """The epoch of the last record; 0 for an empty log (as Kafka's raft log answers)."""
+        """The epoch of the last record; for an empty log the log start's epoch (the snapshot's,
+        as Kafka's KafkaMetadataLog answers), or 0."""
         last = self._epochs.last_epoch
-        return 0 if last is None else last
+        if last is not None:
+            return last
+        return self._start_epoch or 0
 
     @property
     def epochs(self) -> list[EpochEntry]:
@@ -436,6 +530,12 @@ class MetadataLog:
             raise OffsetOutOfRangeError(
                 f"cannot truncate to {offset}: the log starts at {self.start_offset}"
             )
+        self._truncate(offset)
+
+    def _truncate(self, offset: int) -> None:
+        """`truncate_to` down to any offset at or above the first segment's base."""
+        if offset >= self.end_offset:
+            return
         if offset < self._recovery_point:
             # First, so that a crash during the truncation checks what it left.
             self._set_recovery_point(offset)
@@ -465,6 +565,89 @@ class MetadataLog:
             else:
                 self._rewrite_split_batch(segment, index, offset)
         self._flushed = min(self._flushed, offset)
+
+    # --- the log start (KIP-630) ---------------------------------------------------------
+
+    @_locked
+    def delete_before(self, offset: int, epoch: int | None = None) -> list[Path]:
+        """Move the log start offset up to `offset` (a durable snapshot's end offset, whose
+        epoch is `epoch`) and delete the segments wholly below it; the paths deleted.
+
+        The new start is checkpointed before any file goes, so a crash in between leaves
+        segments that the next open removes, never a log start that no snapshot covers. A
+        segment holding the start keeps its older records on disk, unread.
+        """
+        self._writable()
+        end = self.end_offset
+        if offset > end:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start to {offset}: the log ends at {end}; a snapshot "
+                "beyond the log end restarts the log (reset_to)"
+            )
+        if offset <= self._start:
+            if offset == self._start and epoch is not None:
+                self._start_epoch = epoch
+            return []
+        write_log_start(self._start_dir, self.directory, offset)
+        self._start, self._start_epoch = offset, epoch
+        active = self._segments[-1]
+        if active.next_offset <= offset and active.size > 0:
+            self._roll(offset)  # Kafka rolls rather than delete every segment
+        doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+        for segment in doomed:
+            segment.close()
+            segment.remove_index()
+            segment.path.unlink()
+        self._segments = self._segments[len(doomed):]
+        if doomed:
+            fsync_dir(self.directory)
+            self._drop_epochs_below(self._segments[0].base_offset)
+        return [s.path for s in doomed]
+
+    def _drop_epochs_below(self, base: int) -> None:
+        """The epoch cache and its file from `base` on (what the batches now show)."""
+        if self.end_offset > base:
+            self._epochs.truncate_before(base)
+        else:
+            self._epochs = EpochCache()
+        entries = list(self._epochs.entries)
+        durable = [e for e in entries if e.start_offset < self._flushed]
+        self._checkpoint_dirty = len(durable) < len(entries)
+        write_checkpoint(self.directory / CHECKPOINT_NAME, durable)
+
+    @_locked
+    def reset_to(self, offset: int, epoch: int | None = None) -> None:
+        """Empty the log and start it again at `offset` (Kafka's truncateFullyAndStartAt):
+        after installing a snapshot ending there (`epoch` its epoch), or when the log is
+        invalid (KIP-630). Durable when it returns.
+
+        Order, so that a crash at any point leaves a log that opens as the old log's records
+        minus some, or as the new empty one, never a mix: every record is truncated first
+        (durably, with the recovery point and epoch checkpoint lowered), then the empty first
+        segment is removed, the new start checkpointed, and a segment created at it.
+        """
+        self._writable()
+        if offset < 0:
+            raise ValueError(f"cannot reset the log to offset {offset}")
+        first = self._segments[0]
+        self._truncate(first.base_offset)
+        self._epochs = EpochCache()
+        write_checkpoint(self.directory / CHECKPOINT_NAME, [])
+        self._checkpoint_dirty = False
+        if first.base_offset != offset:
+            first.close()
+            first.remove_index()
+            first.path.unlink()
+            fsync_dir(self.directory)
+        write_log_start(self._start_dir, self.directory, offset)
+        if first.base_offset != offset:
+            self._segments = [
+                Segment.open(self.directory / segment_name(offset), read_only=False, create=True)
+            ]
+            fsync_dir(self.directory)
+        self._start, self._start_epoch = offset, epoch
+        self._flushed = offset
+        self._set_recovery_point(offset)
 
     def _rewrite_split_batch(self, segment: Segment, index: int, offset: int) -> None:
         # Rewriting in place could tear the batch that still holds acknowledged records, so the
@@ -500,6 +683,12 @@ class MetadataLog:
     def _check_range(self, from_offset: int) -> None:
         if self._closed:
             raise ValueError(f"{self.directory}: the log is closed")
+        if from_offset < self.start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {from_offset} is below the log start offset {self.start_offset}: the "
+                "records before it were deleted once a snapshot covered them (KIP-630); read "
+                "the snapshot instead"
+            )
         if not self.start_offset <= from_offset <= self.end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {from_offset} is outside the log [{self.start_offset}, {self.end_offset}]"
@@ -847,6 +1036,43 @@ def _checkpointed_recovery_point(log_dir: Path, partition_dir: Path, report: Rec
         return 0
 
 
+def _checkpointed_log_start(log_dir: Path, partition_dir: Path, report: RecoveryReport) -> int:
+    try:
+        start = read_log_start(log_dir, partition_dir)
+    except StorageError as e:
+        report.rebuilt_files.append(str(e))
+        return 0
+    return 0 if start is None else start
+
+
+def _missing_below_first(
+    directory: Path,
+    first: Path,
+    start: int,
+    base: int,
+    snapshot_end: int | None,
+    read_only: bool,
+    report: RecoveryReport,
+) -> None:
+    """The first segment begins at `base`, above the log start `start`: refused unless a
+    snapshot covers the offsets below `base` (then the start moves up to `base`)."""
+    said = (f"{LOG_START_CHECKPOINT} says {start}" if start
+            else f"there is no {LOG_START_CHECKPOINT} (the log starts at 0)")
+    if snapshot_end is not None and snapshot_end >= base:
+        report.rebuilt_files.append(
+            f"{first}: the log starts at offset {base} but {said}; a snapshot (ending at "
+            f"{snapshot_end}) covers offsets {start}..{base - 1}, so the log start is {base}"
+        )
+        return
+    if read_only:
+        report.rebuilt_files.append(f"{first}: the log starts at offset {base} but {said}")
+        return
+    raise StorageError(
+        f"{first}: the log starts at offset {base}, but {said} and no snapshot covers offsets "
+        f"{start}..{base - 1}: the segment files holding them are missing; {FIX_HINT}"
+    )
+
+
 def _gap(path: Path, previous: Path, base: int, expected: int) -> str:
     if base > expected:
         return (
@@ -927,16 +1153,10 @@ def _refuse_missing_records(
     report: RecoveryReport,
     log_dir: Path | None,
     cuts: list[tuple[Segment, TailCut]],
+    start: int,
 ) -> None:
     """Refuse a log shorter than what the other files prove it held (see `recovery`)."""
-    start = segments[0].base_offset if segments else 0
-    end = segments[-1].next_offset if segments else 0
-    if start > 0:
-        # No snapshot exists yet (KIP-630): offsets below the first segment can come from none.
-        raise StorageError(
-            f"{segments[0].path}: the log starts at offset {start}, but no snapshot covers "
-            f"offsets 0..{start - 1}: the segment files holding them are missing; {FIX_HINT}"
-        )
+    end = segments[-1].next_offset if segments else start
     if log_dir is None:
         return
     what = (

@@ -1,4 +1,19 @@
-"""Everything a node keeps on disk, opened together under the directory lock."""
+"""Everything a node keeps on disk, opened together under the directory lock.
+
+KIP-630's "Validation of Snapshot and Log" runs here, when a node opens its directory
+(`_validate`): the latest valid snapshot is found first (corrupt ones are skipped with a line
+saying why, never served), then the log is judged against it:
+
+* a log start above 0 that no valid snapshot reaches (none ends at or above it): the log is
+  invalid and treated as empty (reset to offset 0; `log_invalid` says why, for the node's log and
+  its `log-invalid` event);
+* a latest valid snapshot beyond the log end: the log restarts, empty, at the snapshot;
+* a log start that is no valid snapshot's end offset: it moves up to the latest valid snapshot
+  (so the log start always has a snapshot, whose epoch is `log_start_epoch`);
+* snapshots below the log start are deleted (as Kafka's KafkaMetadataLog does on open).
+
+Each change is one line in `log.recovery.snapshot_notes` (logged as a WARNING by the node).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +21,16 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from reference_node.raft.image import Image
+from reference_node.raft.messages import SnapshotId
+
 from .errors import StorageError
 from .lock import DirLock
 from .log import DEFAULT_SEGMENT_BYTES, MetadataLog
 from .meta import METADATA_PARTITION_DIR, MetaProperties
 from .quorum_state import QUORUM_STATE, QuorumStateStore
 from .recovery import QuorumEpoch
+from .snapshot import LoadedSnapshot, SnapshotError, SnapshotFiles, snapshot_filename
 
 
 class NodeStorage:
@@ -27,6 +46,12 @@ class NodeStorage:
         <log_dir>/__cluster_metadata-0/leader-epoch-checkpoint
         <log_dir>/__cluster_metadata-0/00000000000000000000.log ...
         <log_dir>/__cluster_metadata-0/00000000000000000000.index ...
+        <log_dir>/log-start-offset-checkpoint          (once a snapshot covers the log start)
+        <log_dir>/__cluster_metadata-0/<end offset>-<epoch>.checkpoint ...   (snapshots)
+
+    After `open`: `latest_snapshot` (id and image) is the newest valid snapshot, `snapshot_ids`
+    the snapshots kept (ascending, corrupt ones left out), `log_start_offset` /
+    `log_start_epoch` where the log begins and the epoch of the snapshot there (0 at offset 0).
     """
 
     def __init__(
@@ -36,12 +61,26 @@ class NodeStorage:
         quorum_state: QuorumStateStore,
         log: MetadataLog,
         lock: DirLock | None,
+        snapshots: SnapshotFiles | None = None,
     ) -> None:
         self.log_dir = log_dir
         self.meta = meta
         self.quorum_state = quorum_state
         self.log = log
         self._lock = lock
+        self.snapshots = snapshots if snapshots is not None else SnapshotFiles(log.directory)
+        self.latest_snapshot: tuple[SnapshotId, Image] | None = None
+        self.snapshot_ids: list[SnapshotId] = []
+        self.log_invalid: str | None = None
+        """Why KIP-630's validation treated the log as empty at open, or None."""
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def log_start_epoch(self) -> int:
+        return self.log.start_epoch or 0
 
     @classmethod
     def open(
@@ -59,8 +98,9 @@ class NodeStorage:
         is held by another process, or its files are damaged: a corrupt log, one shorter than
         the other files prove it was, batches of an epoch above quorum-state's, or a missing
         quorum-state beside records of an epoch above 0 (docs/contracts.md, "Storage damage
-        at start"). `read_only` takes no lock and writes
-        nothing (for tools reading a copy of a node's directory).
+        at start"). Then KIP-630's validation of the log against the snapshots (module
+        docstring). `read_only` takes no lock and writes nothing (for tools reading a copy of
+        a node's directory): the log is not judged against the snapshots.
         """
         root = Path(log_dir)
         if not root.is_dir():
@@ -81,18 +121,86 @@ class NodeStorage:
             # when the log has records of a real epoch (the vote is lost).
             state = quorum_state.read()
             quorum = QuorumEpoch(quorum_state.path, None if state is None else state.leader_epoch)
+            snapshots = SnapshotFiles(partition, read_only=read_only)
+            loaded = snapshots.latest_valid()
             log = MetadataLog.open(
                 partition,
                 segment_bytes=segment_bytes,
                 read_only=read_only,
                 log_dir=root,
                 quorum=quorum,
+                snapshot_end=None if loaded.snapshot is None else loaded.snapshot[0].end_offset,
             )
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
-        return cls(root, meta, quorum_state, log, lock)
+        storage = cls(root, meta, quorum_state, log, lock, snapshots)
+        try:
+            storage._validate(loaded)
+        except BaseException:
+            storage.close()
+            raise
+        return storage
+
+    def _validate(self, loaded: LoadedSnapshot) -> None:
+        """KIP-630's validation of the log against the snapshots (module docstring)."""
+        log, files = self.log, self.snapshots
+        notes = log.recovery.snapshot_notes
+        notes += [f"{p}: removed (an unfinished snapshot write or deletion)" for p in files.removed]
+        notes += [s.describe() for s in loaded.skipped]
+        skipped = {s.path.name for s in loaded.skipped}
+        self.latest_snapshot = loaded.snapshot
+        latest = None if loaded.snapshot is None else loaded.snapshot[0]
+        if log.read_only:
+            self.snapshot_ids = [i for i in files.ids() if snapshot_filename(i) not in skipped]
+            return
+        start = log.start_offset
+        if start > 0 and (latest is None or latest.end_offset < start):
+            reach = "none" if latest is None else f"the latest ends at {latest.end_offset}"
+            self.log_invalid = (
+                f"{log.directory}: the log starts at offset {start} but no valid snapshot ends "
+                f"at or above it ({reach}): the log is treated as empty (KIP-630), reset to "
+                "offset 0"
+            )
+            notes.append(self.log_invalid)
+            log.reset_to(0, 0)
+        if latest is not None and latest.end_offset > log.end_offset:
+            notes.append(
+                f"{files.path(latest)}: the latest snapshot ends beyond the log end offset "
+                f"{log.end_offset}: the log restarts, empty, at offset {latest.end_offset} "
+                "(KIP-630)"
+            )
+            log.reset_to(latest.end_offset, latest.epoch)
+        start = log.start_offset
+        kept = [i for i in files.ids() if snapshot_filename(i) not in skipped]
+        at_start = [i for i in kept if i.end_offset == start and self._valid(i, latest, skipped)]
+        if start > 0 and at_start:
+            log.start_epoch = at_start[-1].epoch
+        elif start > 0 and latest is not None:
+            notes.append(
+                f"{log.directory}: the log start offset {start} is no valid snapshot's end "
+                f"offset: it moves up to the latest valid snapshot, {files.path(latest).name}"
+            )
+            log.delete_before(latest.end_offset, latest.epoch)
+        start = log.start_offset
+        for gone in files.delete_older_than(SnapshotId(start, -1)):
+            notes.append(f"{files.path(gone)}: deleted: below the log start offset {start}")
+        self.snapshot_ids = [i for i in files.ids() if snapshot_filename(i) not in skipped]
+
+    def _valid(self, snapshot_id: SnapshotId, latest: SnapshotId | None,
+               skipped: set[str]) -> bool:
+        """Whether the snapshot at the log start decodes (the latest was checked already); a
+        corrupt one joins `skipped`, with a line."""
+        if snapshot_id == latest:
+            return True
+        try:
+            self.snapshots.load(snapshot_id)
+        except SnapshotError as e:
+            self.log.recovery.snapshot_notes.append(f"{e} (ignored)")
+            skipped.add(snapshot_filename(snapshot_id))
+            return False
+        return True
 
     def close(self) -> None:
         """Flush and close the log, then release the directory lock."""

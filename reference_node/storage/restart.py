@@ -16,6 +16,10 @@ files are the mechanism Kafka uses for every other partition (UnifiedLog/LogLoad
 here to the metadata log. The price is Kafka's: a segment trusted on open is not CRC-checked,
 so a byte flipped on disk after it was written is found when it is read (by the reader that
 checks the batch CRC, e.g. a follower fetching it) and not at start.
+
+`log-start-offset-checkpoint` (same format, Kafka's LogManager file too) holds the log start
+offset once a snapshot lets it move above 0 (KIP-630); it is written before any segment below
+the new start is deleted (`MetadataLog.delete_before`, `reset_to`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from .fsutil import atomic_write, fsync_dir
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+"""Kafka's LogManager file (same format) holding each partition's log start offset, which
+moves above 0 once a snapshot covers the records below it (KIP-630)."""
 _CHECKPOINT_VERSION = 0
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
@@ -59,7 +66,8 @@ def clear_clean_shutdown(log_dir: Path) -> None:
         fsync_dir(log_dir)
 
 
-def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+def _read_checkpoint(path: Path, remedy: str = "it only saves work on open, so deleting it "
+                     "is safe") -> dict[tuple[str, int], int]:
     try:
         lines = path.read_text("utf-8").splitlines()
     except FileNotFoundError:
@@ -75,10 +83,7 @@ def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
             out[(topic, int(partition))] = int(offset)
         return out
     except (ValueError, IndexError):
-        raise StorageError(
-            f"{path}: malformed recovery-point-offset-checkpoint; it only saves work on open, "
-            "so deleting it is safe"
-        ) from None
+        raise StorageError(f"{path}: malformed {path.name}; {remedy}") from None
 
 
 def read_recovery_point(log_dir: Path, partition_dir: Path) -> int:
@@ -88,7 +93,24 @@ def read_recovery_point(log_dir: Path, partition_dir: Path) -> int:
 
 
 def write_recovery_point(log_dir: Path, partition_dir: Path, offset: int) -> None:
-    path = log_dir / RECOVERY_POINT_CHECKPOINT
+    _write_offset(log_dir / RECOVERY_POINT_CHECKPOINT, partition_dir, offset)
+
+
+def read_log_start(log_dir: Path, partition_dir: Path) -> int | None:
+    """The checkpointed log start offset of the partition; None when there is none."""
+    offsets = _read_checkpoint(
+        log_dir / LOG_START_CHECKPOINT,
+        "the log start is then taken from the first segment and the snapshots",
+    )
+    return offsets.get(topic_partition(partition_dir))
+
+
+def write_log_start(log_dir: Path, partition_dir: Path, offset: int) -> None:
+    """Durably (atomic replace, fsync): the log start offset of the partition is `offset`."""
+    _write_offset(log_dir / LOG_START_CHECKPOINT, partition_dir, offset)
+
+
+def _write_offset(path: Path, partition_dir: Path, offset: int) -> None:
     try:
         points = _read_checkpoint(path)
     except StorageError:

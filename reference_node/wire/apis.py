@@ -2,8 +2,9 @@
 
 The ranges are the intersection of what kio has schemas for, what the node implements, and what
 librdkafka (confluent-kafka 2.x) negotiates without features we lack: Fetch stops at 12 because
-13+ names topics by id, Metadata at 12 because 13 is not in every client. The KRaft APIs take the
-whole range kio knows, since only our own nodes and `kraft quorum` send them.
+13+ names topics by id, Metadata at 12 because 13 is not in every client. The KRaft APIs (Vote,
+BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, and KIP-630's FetchSnapshot) take the whole range
+kio knows, since only our own nodes and `kraft quorum` send them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
+FETCH_SNAPSHOT = 59
 
 API_NAMES: dict[int, str] = {
     PRODUCE: "Produce",
@@ -38,6 +40,7 @@ API_NAMES: dict[int, str] = {
     BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
     END_QUORUM_EPOCH: "EndQuorumEpoch",
     DESCRIBE_QUORUM: "DescribeQuorum",
+    FETCH_SNAPSHOT: "FetchSnapshot",
 }
 
 
@@ -70,6 +73,7 @@ SUPPORTED_APIS: dict[int, VersionRange] = {
     BEGIN_QUORUM_EPOCH: VersionRange(0, 1),
     END_QUORUM_EPOCH: VersionRange(0, 1),
     DESCRIBE_QUORUM: VersionRange(0, 2),
+    FETCH_SNAPSHOT: VersionRange(0, 1),
 }
 """The APIs the reference node implements. The one place to change when a version is added."""
 

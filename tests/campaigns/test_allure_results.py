@@ -65,7 +65,7 @@ def test_every_result_has_labels_steps_and_attachments(smoke_results: Path) -> N
     for result in results:
         labels = {label["name"]: label["value"] for label in result["labels"]}
         assert labels["epic"] == "reference"
-        assert labels["feature"] == "append"
+        assert labels["feature"] in {"append", "kv"}
         assert labels["story"]
         assert labels["severity"] in {"blocker", "critical", "normal", "minor", "trivial"}
         params = {p["name"] for p in result.get("parameters", [])}

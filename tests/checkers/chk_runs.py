@@ -41,4 +41,7 @@ def write_run(root: Path, history: list[Op], test: dict[str, Any] | None = None,
         (directory / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in files["events"]))
         (directory / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in files["log"]))
         (directory / "final.json").write_text(json.dumps(files["final"]))
+        if files.get("snapshots") is not None:
+            (directory / "snapshots.jsonl").write_text(
+                "".join(json.dumps(e) + "\n" for e in files["snapshots"]))
     return run

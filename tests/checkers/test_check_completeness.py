@@ -77,6 +77,20 @@ def test_a_register_history_with_no_ok_op_is_unknown() -> None:
     assert result["valid"] == "unknown" and "no operation succeeded" in reason(result)
 
 
+def test_a_kv_history_without_an_ok_final_read_is_unknown_and_one_final_read_makes_it_valid(
+) -> None:
+    b = Builder()
+    b.r_write(1, "k", 1)
+    b.invoke(2, "read", {"key": "k"}, final=True)
+    b.complete(2, "fail", final=True)
+    result = checkers.check(b.ops, {"workload": "kv"})
+    assert result["valid"] == "unknown"
+    assert "no final read of any key succeeded" in reason(result)
+    b.invoke(3, "read", {"key": "k"}, final=True)
+    b.complete(3, "ok", {"key": "k", "value": 1}, final=True)
+    assert checkers.check(b.ops, {"workload": "kv"})["valid"] is True
+
+
 def test_an_append_the_history_ends_before_completing_is_indeterminate_not_a_phantom() -> None:
     # Process 5 appended 12 and the history ends before its completion (an interrupted run);
     # the final read shows 12: the append took effect, which an indeterminate op may do.

@@ -19,8 +19,10 @@ from reference_node.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
     Request,
     Response,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
     error_response,
@@ -38,6 +40,7 @@ def requests(epoch: int, sender: int = 2, cluster: str | None = CLUSTER) -> list
         BeginQuorumEpochRequest(cluster, sender, epoch),
         EndQuorumEpochRequest(cluster, sender, epoch, ()),
         FetchRequest(cluster, sender, epoch, 0, 0, 0),
+        FetchSnapshotRequest(cluster, sender, epoch, SnapshotId(1, 1), 0, 100),
     ]
 
 

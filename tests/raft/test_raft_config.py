@@ -7,6 +7,7 @@ from reference_node.raft.config import RaftConfig, Unsafe
 EXPECTED = {
     "skip-flush", "resume-leader-after-restart", "early-high-watermark", "no-check-quorum",
     "forget-vote", "no-log-check", "observer-campaign", "stale-leader-reads",
+    "snapshot-off-by-one", "snapshot-uncommitted", "delete-before-snapshot",
 }
 
 

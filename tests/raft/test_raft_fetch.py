@@ -124,7 +124,7 @@ def test_leader_counts_itself_only_when_flushed() -> None:
     core.step(LogFlushed(2))
     ready = drain(core)
     assert core.high_watermark == 2
-    assert ready.replies == [AppendReply(7, ErrorCode.none, (1,), False, 1, e)]
+    assert ready.replies == [AppendReply(7, ErrorCode.none, (1,), False, 1, e, (None,))]  # opaque data: no kv outcome
 
 
 def test_hw_never_goes_backwards_and_is_reported() -> None:

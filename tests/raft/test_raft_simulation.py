@@ -3,7 +3,9 @@
 import pytest
 
 from reference_node.raft.config import Unsafe
+from reference_node.raft.messages import Message
 from reference_node.raft.sim.faults import parse_faults
+from reference_node.raft.sim.rpc import Rpc
 from reference_node.raft.sim.simulation import SimConfig, run_seed
 
 SHORT = 12_000
@@ -32,19 +34,28 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 
 
 # For each switch: a seed of `kraft simulate --nodes 5 --seeds 0-199 --faults all` (defaults:
-# 1 observer, 30 s) that exposes it, and the invariant the defect breaks.
+# 1 observer, 30 s, snapshots every ~1.5 KB) that exposes it, and the invariant the defect breaks.
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 54, "NoAckedAppendLost"),
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 43, "NoAckedAppendLost"),
     (Unsafe.NO_CHECK_QUORUM, 16, "ZombieStepDown"),
-    (Unsafe.STALE_LEADER_READS, 8, "ReadsLinearizable"),
+    (Unsafe.STALE_LEADER_READS, 12, "ReadsLinearizable"),
     (Unsafe.NO_LOG_CHECK, 11, "ConsistentCommittedData"),
     # KAFKA-12619: a new leader exposes its HW before its LeaderChange record commits, so a read
     # there can miss an append the previous leader acknowledged.
-    (Unsafe.EARLY_HIGH_WATERMARK, 31, "ReadsLinearizable"),
+    (Unsafe.EARLY_HIGH_WATERMARK, 168, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate.
-    (Unsafe.FORGET_VOTE, 17, "SingleLeader"),
+    (Unsafe.FORGET_VOTE, 11, "SingleLeader"),
+    # KAFKA-14618: the first snapshot's id names one offset more than its image applied; its
+    # content is exactly the committed prefix up to the HW, so what lies is the name.
+    (Unsafe.SNAPSHOT_OFF_BY_ONE, 0, "SnapshotMatchesLog"),
+    # The image applies appended entries before they commit, and a snapshot of it goes past the
+    # high watermark of the node that took it.
+    (Unsafe.SNAPSHOT_UNCOMMITTED, 2, "SnapshotWithinHighWatermark"),
+    # Retention moves the log start to a snapshot still being written: the log then starts where
+    # no durable snapshot ends (a crash now would leave KIP-630's invalid log: emptied).
+    (Unsafe.DELETE_BEFORE_SNAPSHOT, 0, "LogStartAtSnapshot"),
 ]
 
 
@@ -64,11 +75,11 @@ def test_observer_campaign_strands_the_observer_without_prevote() -> None:
     replicating (ObserversFollow). With pre-vote (KIP-996, the default) its pre-vote is refused
     and it goes back to following: the simulator finds no harm there, and says nothing."""
     switch = frozenset({Unsafe.OBSERVER_CAMPAIGN})
-    result = run_seed(3, SimConfig(pre_vote=False, unsafe=switch))
+    result = run_seed(4, SimConfig(pre_vote=False, unsafe=switch))
     assert result.violation is not None and result.violation.invariant == "ObserversFollow"
     assert "observer 6" in result.violation.detail
-    assert run_seed(3, SimConfig(pre_vote=False)).ok
-    assert run_seed(3, SimConfig(unsafe=switch)).ok
+    assert run_seed(4, SimConfig(pre_vote=False)).ok
+    assert run_seed(4, SimConfig(unsafe=switch)).ok
 
 
 def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
@@ -84,12 +95,22 @@ def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
         assert clean.ok, (seed, clean.violation)
 
 
-def test_a_duplicated_response_reaches_the_requester_once() -> None:
-    # Seed 58 duplicates a FetchResponse carrying a diverging epoch; the copy arrives after the
-    # follower has caught up. The host's RPC layer matches responses to requests by correlation
-    # id, so the core never sees that copy (it would truncate below its high watermark).
-    result = run_seed(58, SimConfig())
-    assert result.ok, result.violation
+def test_a_duplicated_response_reaches_the_requester_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A duplicated response reaches the core once: the host's RPC layer matches responses to
+    requests by correlation id and drops a copy no request awaits. Handed every copy, the core of
+    seed 135 truncates below its high watermark."""
+    assert run_seed(135, SimConfig()).ok
+    admit = Rpc.admit
+
+    def admit_every_copy(self: Rpc, src: int, message: Message, rid: int) -> bool:
+        admit(self, src, message, rid)
+        return True
+
+    monkeypatch.setattr(Rpc, "admit", admit_every_copy)
+    result = run_seed(135, SimConfig())
+    assert result.violation is not None
+    assert result.violation.invariant == "ConsistentCommittedData"
+    assert "below its high watermark" in result.violation.detail
 
 
 def test_fault_names_are_validated() -> None:
@@ -106,13 +127,13 @@ STALE_FETCH_FAULTS = SimConfig(voters=3, faults=("delay-long", "crash", "partiti
 def test_a_fetch_answer_to_an_older_fetch_never_truncates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 21's stale DivergingEpoch: under delay-long, a leader answers a follower's old fetch
     (delivered 3 s late) with a DivergingEpoch for that old offset while the follower's newer fetch
-    is in flight. Acting on it truncates the follower below its high watermark (seed 73, node 1:
-    to 157 under HW 274); the core ignores answers to any fetch but the latest in flight."""
-    assert run_seed(73, STALE_FETCH_FAULTS).ok
+    is in flight. Acting on it truncates the follower below its high watermark (seed 119, node 3:
+    to 317 under HW 337); the core ignores answers to any fetch but the latest in flight."""
+    assert run_seed(119, STALE_FETCH_FAULTS).ok
     from reference_node.raft import replication
 
     monkeypatch.setattr(replication, "answers_an_older_fetch", lambda core, request: False)
-    result = run_seed(73, STALE_FETCH_FAULTS)
+    result = run_seed(119, STALE_FETCH_FAULTS)
     assert result.violation is not None
     assert result.violation.invariant == "ConsistentCommittedData"
     assert "below its high watermark" in result.violation.detail

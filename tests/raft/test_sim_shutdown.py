@@ -58,7 +58,7 @@ def test_a_stopping_leader_runs_until_it_knows_the_next_leader() -> None:
             break
     assert elected is not None and exited is not None
     assert elected <= exited < elected + 50  # the new leader's BeginQuorumEpoch lets it go
-    assert leader.durable == len(leader.saved_log)  # the graceful flush
+    assert leader.durable == leader.log_start + len(leader.saved_log)  # the graceful flush
 
 
 def test_the_shutdown_timeout_ends_a_stop_nobody_answers() -> None:

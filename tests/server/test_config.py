@@ -78,3 +78,42 @@ def test_cli_bad_config_exits_64(tmp_path: Path) -> None:
     )
     assert proc.returncode == 64
     assert "read.mode" in proc.stderr and "linearizable" in proc.stderr
+
+
+def test_snapshot_keys_are_kafkas_with_kafkas_defaults_and_reach_the_core() -> None:
+    from reference_node.server.node import raft_config
+
+    cfg = from_properties(BASE)
+    assert (cfg.snapshot_max_record_bytes, cfg.snapshot_interval_ms) == (20 << 20, 3_600_000)
+    assert (cfg.retention_bytes, cfg.retention_ms) == (100 << 20, 7 * 24 * 3_600_000)
+    custom = from_properties({**BASE,
+                              "metadata.log.max.record.bytes.between.snapshots": "2000",
+                              "metadata.log.max.snapshot.interval.ms": "0",
+                              "metadata.max.retention.bytes": "-1",
+                              "metadata.max.retention.ms": "0",
+                              "controller.quorum.fetch.snapshot.max.bytes": "300",
+                              "metadata.log.segment.bytes": "4096"})
+    raft = raft_config(custom)
+    assert (raft.snapshot_max_record_bytes, raft.snapshot_interval_ms) == (2000, 0)
+    assert (raft.retention_bytes, raft.retention_ms, raft.snapshot_chunk_bytes) == (-1, 0, 300)
+    assert custom.segment_bytes == 4096
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        ("metadata.log.max.record.bytes.between.snapshots", "0", "an integer in [1,"),
+        ("metadata.log.max.snapshot.interval.ms", "-1", "an integer in [0,"),
+        ("metadata.max.retention.bytes", "-5", "-1 (no limit) or a number of bytes >= 0"),
+        ("metadata.max.retention.ms", "7d", "-1 (no limit) or a number of milliseconds >= 0"),
+        ("controller.quorum.fetch.snapshot.max.bytes", "2147483648", "[1, 2147483647]"),
+        ("controller.quorum.fetch.snapshot.max.bytes", "0", "[1, 2147483647]"),
+        ("metadata.log.segment.bytes", "100", "an integer in [1024,"),
+    ],
+)
+def test_bad_snapshot_settings_name_the_key_and_what_it_accepts(key: str, value: str,
+                                                                accepted: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_properties({**BASE, key: value})
+    assert err.value.key == key
+    assert accepted in str(err.value)

@@ -206,6 +206,9 @@ def test_decodable_but_malformed_requests_get_invalid_request(node: Cluster) -> 
         raw(apis.FETCH, **raft_fetch, topics=[]),
         raw(apis.FETCH, **raft_fetch, topics=[{"topic": apis.METADATA_TOPIC, "partitions": []}]),
         raw(apis.DESCRIBE_QUORUM, topics=[]),
+        raw(apis.FETCH_SNAPSHOT, cluster_id=CLUSTER_ID, replica_id=2, max_bytes=1, topics=[]),
+        raw(apis.FETCH_SNAPSHOT, cluster_id=CLUSTER_ID, replica_id=2, max_bytes=1,
+            topics=[{"name": "other", "partitions": []}]),
     ]
     for request in refused:
         assert call(port, request).error_code == ErrorCode.invalid_request, request
@@ -257,6 +260,10 @@ def forged_raft_requests() -> list[Any]:
             m.EndQuorumEpochRequest(CLUSTER_ID, sender, top, (1, -1, top)),
             m.FetchRequest(CLUSTER_ID, sender, top, 2**63 - 1, top, top),
             m.FetchRequest(CLUSTER_ID, sender, 1, 0, 0, top),
+            m.FetchSnapshotRequest(CLUSTER_ID, sender, top, m.SnapshotId(2**63 - 1, top),
+                                   2**63 - 1, top),
+            m.FetchSnapshotRequest(CLUSTER_ID, sender, 1, m.SnapshotId(-1, -1), -1, -(2**31)),
+            m.FetchSnapshotRequest(CLUSTER_ID, sender, 0, m.SnapshotId(0, 0), 0, 0),
         ]
     return [translate.request_to_kio(msg, me) for msg in out]
 

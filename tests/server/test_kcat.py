@@ -252,6 +252,9 @@ class FakeNode:
     def read(self, from_offset: int) -> Any:
         raise AssertionError("no reads here")
 
+    def read_image(self) -> Any:
+        raise AssertionError("no reads here")
+
     def hw_changed(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()
 

@@ -43,8 +43,9 @@ def test_dump_writes_one_line_per_record(tmp_path: Path) -> None:
         {"offset": 1, "epoch": 1, "value": 1, "control": False},
         {"offset": 2, "epoch": 1, "value": 2, "control": False},
         {"offset": 3, "epoch": 1, "value": 3, "control": False},
-        {"offset": 4, "epoch": 3, "value": None, "control": False},
-        {"offset": 5, "epoch": 3, "value": None, "control": False},
+        # not the workload's decimals: the value as text too, for the checkers' digest
+        {"offset": 4, "epoch": 3, "value": None, "control": False, "payload": "not a number"},
+        {"offset": 5, "epoch": 3, "value": None, "control": False, "payload": ""},
         {"offset": 6, "epoch": 3, "value": 6, "control": False},
         {"offset": 7, "epoch": 3, "value": 7, "control": False},
     ]
@@ -75,6 +76,7 @@ def test_summary(tmp_path: Path) -> None:
         "epochs": [[1, 0], [3, 4]],
         "segments": ["00000000000000000000.log"],
         "torn_tail_bytes": 0,
+        "snapshots": [],
         "quorum_state": {"leader_epoch": 3, "leader_id": 2, "voted_id": 2},
     }
 

@@ -22,7 +22,7 @@ def test_each_workload_is_registered_under_its_own_name() -> None:
 
 
 def test_an_unknown_workload_names_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="unknown workload 'bank'; one of: append"):
+    with pytest.raises(KeyError, match="unknown workload 'bank'; one of: append, kv"):
         workloads.get("bank")
 
 
@@ -42,8 +42,8 @@ def test_append_ops_are_the_same_for_the_same_seed() -> None:
 
 
 def test_the_final_op_reads_the_whole_log() -> None:
-    assert APPEND.final_op() == {"type": "invoke", "f": "read", "value": {"from": 0},
-                                 "final": True}
+    assert APPEND.final_ops() == [{"type": "invoke", "f": "read", "value": {"from": 0},
+                                   "final": True}]
 
 
 def _history(read_records: list[list[int]], hw: int) -> list[Op]:

@@ -6,9 +6,17 @@ Theory of operation: a client invokes an operation (`ClientNext`) at the node it
 (`ClientReplyDue`), or the client gives up after `CLIENT_TIMEOUT_MS` (`ClientTimeout`) and forgets
 its guess; an error reply names the leader to try next. Then, after a short think time, the next
 operation. What a reply says is checked against the committed log: an acknowledged append must be
-committed where it says (NoAckedAppendLost), and a read must see every append acknowledged before
-it began (ReadsLinearizable). An append invoked after the heal and acknowledged is the liveness the
-run waits for. Every choice comes from the client random stream.
+committed where it says (NoAckedAppendLost), with the outcome applying the committed log gives it
+(ConsistentOutcomes), and a read must see every append acknowledged before it began
+(ReadsLinearizable); an image read's kv map must be the committed log's image at the HW it names.
+An append invoked after the heal and acknowledged is the liveness the run waits for. Every choice
+comes from the client random stream.
+
+Appends mix the `append` workload's opaque decimals with the `kv` workload's commands on a few
+keys (write, and cas from the current value or a stale one, so both outcomes happen); every
+payload is unique, so a lost or misplaced one shows. Log reads start near the committed end, as a
+tailing consumer does (a read below a node's log start gets OFFSET_OUT_OF_RANGE), now and then
+anywhere.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import random
 from dataclasses import dataclass
 
 from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
+from reference_node.raft.image import encode_cas, encode_write
 from reference_node.raft.messages import ErrorCode
 from reference_node.raft.sim.events import (
     ClientNext,
@@ -31,6 +40,12 @@ from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.invariants import Invariants
 
 CLIENT_TIMEOUT_MS = 3000
+KV_KEYS: tuple[str | int, ...] = ("x", "y", 7)
+"""The kv commands' keys: few, so that commands on one key contend (an int one too: JSON keeps
+it an int)."""
+TAIL_READ = 100
+"""How far below the committed end a tailing read starts at most."""
+NO_OUTCOME = "(no outcome given)"
 
 
 class OpKind(enum.Enum):
@@ -48,11 +63,13 @@ class ClientOp:
     """The highest offset acknowledged when the operation was invoked (a read must cover it)."""
     payload: bytes = b""
     from_offset: int = 0
+    image: bool = False
+    """A read of the kv map (the image at the HW) rather than of the log."""
 
     def core_input(self) -> ClientAppend | ClientRead:
         if self.kind is OpKind.APPEND:
             return ClientAppend(self.request_id, (self.payload,))
-        return ClientRead(self.request_id, self.from_offset)
+        return ClientRead(self.request_id, self.from_offset, self.image)
 
 
 @dataclass(slots=True)
@@ -103,16 +120,33 @@ class Clients:
         rid = next(self.request_ids)
         max_acked = self.inv.max_acked
         if rng.random() < 0.6:
-            payload = str(next(self.values)).encode()
-            op = ClientOp(rid, OpKind.APPEND, node, now, max_acked, payload=payload)
+            op = ClientOp(rid, OpKind.APPEND, node, now, max_acked, payload=self._payload())
+        elif rng.random() < 0.25:
+            op = ClientOp(rid, OpKind.READ, node, now, max_acked, image=True)
         else:
             top = len(self.inv.committed)
-            from_offset = rng.randrange(top + 1) if top else 0
-            op = ClientOp(rid, OpKind.READ, node, now, max_acked, from_offset=from_offset)
+            low = 0 if rng.random() < 0.2 else max(0, top - TAIL_READ)
+            op = ClientOp(rid, OpKind.READ, node, now, max_acked,
+                          from_offset=rng.randrange(low, top + 1))
         client.op = op
         target = self.nodes[node]
         self.queue.push(now + 1 + rng.randrange(3), ClientRequest(node, target.inc, client.id))
         self.queue.push(now + CLIENT_TIMEOUT_MS, ClientTimeout(client.id, rid))
+
+    def _payload(self) -> bytes:
+        """A new opaque value (half the time) or a kv command writing a new value."""
+        rng = self.rng
+        value = next(self.values)
+        roll = rng.random()
+        if roll < 0.5:
+            return str(value).encode()
+        key = rng.choice(KV_KEYS)
+        if roll < 0.75:
+            return encode_write(key, value)
+        # The value the key holds now (the cas may still lose to a concurrent one), or a stale one.
+        current = self.inv.image.kv.get(key)
+        expected = current if rng.random() < 0.7 else rng.randrange(value)
+        return encode_cas(key, expected, value)
 
     def on_request(self, event: ClientRequest) -> SimNode | None:
         node = self.nodes[event.node]
@@ -135,11 +169,17 @@ class Clients:
             return
         client.leader_guess = event.node
         if isinstance(reply, AppendReply):
-            for offset in reply.offsets:
+            outcomes = reply.outcomes
+            for i, offset in enumerate(reply.offsets):
                 self.inv.acknowledged(offset, op.payload)
+                self.inv.outcome(event.node, offset,
+                                 outcomes[i] if i < len(outcomes) else NO_OUTCOME)
             self.acked += 1
             if op.invoked_ms >= self.heal_ms:
                 self.acked_after_heal = True
+        elif op.image:
+            self.inv.read_image(event.node, op.max_acked, reply.high_watermark, reply.kv)
+            self.reads += 1
         else:
             self.inv.read(event.node, op.max_acked, reply.high_watermark, reply.records)
             self.reads += 1

@@ -1,11 +1,12 @@
 """The simulator's events, and the queue they wait in.
 
 Theory of operation: an event is a small frozen value saying what happens (a message reaches a
-node, a node's timer fires, a flush completes, a client acts, the nemesis acts); the queue says
-when. The queue is a heap of `(time, sequence number, event)`: the sequence number, taken at push,
-orders events of the same millisecond first pushed, first run, and keeps the heap from ever
-comparing two events. An event bound to a node carries the incarnation (`inc`) it was meant for, so
-that once the node crashes or restarts the event finds a newer incarnation and is stale.
+node, a node's timer fires, a flush or a snapshot write completes, a client acts, the nemesis
+acts); the queue says when. The queue is a heap of `(time, sequence number, event)`: the sequence
+number, taken at push, orders events of the same millisecond first pushed, first run, and keeps the
+heap from ever comparing two events. An event bound to a node carries the incarnation (`inc`) it
+was meant for, so that once the node crashes or restarts the event finds a newer incarnation and
+is stale.
 
 Each event formats its own line of the trace, `<ms> <kind> <fields>`; a seed's trace is compared
 byte for byte across runs and across refactors, so these formats are part of the contract.
@@ -24,7 +25,8 @@ import heapq
 from typing import NamedTuple
 
 from reference_node.raft.api import AppendReply, ReadReply
-from reference_node.raft.messages import Message
+from reference_node.raft.image import Image
+from reference_node.raft.messages import Message, SnapshotId
 from reference_node.raft.sim.faults import ActiveFault
 
 
@@ -59,6 +61,37 @@ class Flushed(NamedTuple):
 
     def trace_line(self, at_ms: int) -> str:
         return f"{at_ms} flushed {self.node} {self.inc}"
+
+
+class SnapshotDurable(NamedTuple):
+    """A snapshot `node` wrote (`data` None: its own `image`; the core hears `SnapshotWritten`)
+    or downloaded and checked (`data`, the bytes received; the core hears `SnapshotLoaded`) has
+    reached the disk."""
+
+    node: int
+    inc: int
+    snapshot_id: SnapshotId
+    image: Image
+    data: bytes | None
+
+    def trace_line(self, at_ms: int) -> str:
+        sid = f"{self.snapshot_id.end_offset}-{self.snapshot_id.epoch}"
+        if self.data is None:
+            return f"{at_ms} snapshot-written {self.node} {self.inc} {sid}"
+        return f"{at_ms} snapshot-loaded {self.node} {self.inc} {sid} {len(self.data)}"
+
+
+class SnapshotRefusal(NamedTuple):
+    """The snapshot `node` downloaded failed the host's checks: step `SnapshotRefused`."""
+
+    node: int
+    inc: int
+    snapshot_id: SnapshotId
+    reason: str
+
+    def trace_line(self, at_ms: int) -> str:
+        return (f"{at_ms} snapshot-refused {self.node} {self.inc} "
+                f"{self.snapshot_id.end_offset}-{self.snapshot_id.epoch} {self.reason}")
 
 
 class ClientNext(NamedTuple):
@@ -125,6 +158,16 @@ class Heal(NamedTuple):
         return f"{at_ms} nemesis heal"
 
 
+class Rejoin(NamedTuple):
+    """Under lagging-follower or corrupt-snapshot, the cut-off `node` is let back in (if that
+    fault is still the active one)."""
+
+    node: int
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis rejoin {self.node}"
+
+
 class VoteCrash(NamedTuple):
     """Under `fault` (crash-after-vote), `node` just granted a vote: it dies before anything else
     reaches it."""
@@ -149,8 +192,9 @@ class VoterRestart(NamedTuple):
 
 
 Event = (
-    Deliver | TickDue | Flushed | ClientNext | ClientRequest | ClientReplyDue | ClientTimeout
-    | FaultStart | FaultStop | Heal | VoteCrash | VoterRestart
+    Deliver | TickDue | Flushed | SnapshotDurable | SnapshotRefusal | ClientNext | ClientRequest
+    | ClientReplyDue | ClientTimeout | FaultStart | FaultStop | Heal | Rejoin | VoteCrash
+    | VoterRestart
 )
 
 

@@ -26,6 +26,11 @@ FAULTS: dict[str, str] = {
     "crash": "kill nodes (one, the leader, or a majority at once), losing unflushed data; "
     "restart later",
     "shutdown": "graceful shutdown (a leader resigns with EndQuorumEpoch); restart later",
+    "lagging-follower": "cut one follower off for 2.5-4.5 s, long enough for the leader to "
+    "snapshot past it and delete the log it needs: back, it must install a snapshot (KIP-630)",
+    "corrupt-snapshot": "a lagging follower that comes back through a link flipping a byte in a "
+    "third of the FetchSnapshot chunks: its checks (CRC, header, footer, id) refuse each bad "
+    "download and it asks again",
     "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X, which "
     "restarts at once and then crashes right after each vote it grants, back within a few ms",
 }

@@ -1,21 +1,28 @@
 """How the simulator hosts each node: a `RaftCore` behind a simulated disk and network.
 
 Theory of operation: a host is as thin as the server, and keeps only what a disk would hold: the
-quorum state the core last asked to persist, and how much of the log is flushed (`durable`). A
-crash rebuilds the core from exactly that. A graceful shutdown steps `Shutdown` and keeps the
-process running (messages, ticks and flushes still reach it) until the core's shutdown completes
-or `SHUTDOWN_TIMEOUT_MS` passes, then flushes and exits; while it stops, the node counts as down
-for the clients and the nemesis, and starting it again ends the stop first. After every input
-the host carries out the core's `Ready` in the order `Ready` documents: persist the quorum state,
-truncate, start a flush (it completes later, as a `Flushed` event, after the node's disk latency),
-send the messages (through the node's RPC layer and the network), pass the replies to the clients
-and watch the events. Then it checks the invariants the step may have broken and queues the tick
-the core asked for. Every start is a new incarnation (`inc`): events queued for an older one are
-stale and dropped.
+quorum state the core last asked to persist, the log from its start offset and how much of it is
+flushed (`durable`), and the durable snapshots (the bytes of Kafka's `.checkpoint` files). A crash
+rebuilds the core from exactly that (disk.py: the latest valid snapshot, KIP-630's start
+validation); a snapshot whose write had not finished is lost with it. A graceful shutdown steps
+`Shutdown` and keeps the process running (messages, ticks and flushes still reach it) until the
+core's shutdown completes or `SHUTDOWN_TIMEOUT_MS` passes, then flushes and exits; while it stops,
+the node counts as down for the clients and the nemesis, and starting it again ends the stop first.
+After every input the host carries out the core's `Ready` in the order `Ready` documents: persist
+the quorum state, reset the log at an installed snapshot, truncate, start a flush (it completes
+later, as a `Flushed` event, after the node's disk latency), start a snapshot write (durable later:
+`SnapshotDurable`, then the core hears `SnapshotWritten`), check a downloaded snapshot
+(`SnapshotLoaded` once it is durable, or `SnapshotRefused`), move the log start up to a snapshot
+(deleting the log below it and older snapshots), send the messages (through the node's RPC layer and
+the network), pass the replies to the clients and watch the events. Then it checks the invariants
+the step may have broken (the high watermark's, then the new snapshot's against the committed log)
+and queues the tick the core asked for. Every start is a new incarnation (`inc`): events queued for
+an older one are stale and dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Sequence
@@ -28,11 +35,22 @@ from reference_node.raft.api import (
     Receive,
     Send,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotRefused,
+    SnapshotWritten,
     Tick,
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
-from reference_node.raft.messages import Entry, VoteResponse
+from reference_node.raft.messages import Entry, FetchSnapshotResponse, SnapshotId, VoteResponse
+from reference_node.raft.sim.disk import (
+    DiskSnapshots,
+    SnapshotDir,
+    SnapshotEncoder,
+    SnapshotError,
+    decode,
+    recover,
+)
 from reference_node.raft.sim.events import (
     DROPPED,
     ClientReplyDue,
@@ -40,6 +58,8 @@ from reference_node.raft.sim.events import (
     Dropped,
     EventQueue,
     Flushed,
+    SnapshotDurable,
+    SnapshotRefusal,
     TickDue,
     VoteCrash,
 )
@@ -60,10 +80,10 @@ class SimNode:
     """One node as its host sees it: the running core, if any, and what its disk holds."""
 
     __slots__ = ("alive", "core", "durable", "flush_again", "flush_target", "flushing", "id",
-                 "inc", "is_voter", "last_epoch", "last_hw", "pending", "qs", "rpc", "saved_log",
-                 "stop_by", "tick_at")
+                 "inc", "is_voter", "last_epoch", "last_hw", "log_start", "pending", "qs", "rpc",
+                 "saved_log", "snapshots", "stop_by", "tick_at")
 
-    def __init__(self, node_id: int, is_voter: bool, rpc: Rpc) -> None:
+    def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir) -> None:
         self.id = node_id
         self.is_voter = is_voter
         self.alive = False
@@ -75,10 +95,15 @@ class SimNode:
         self.core: RaftCore | None = None
         self.qs: QuorumState | None = None
         """The quorum-state file."""
+        self.log_start = 0
+        """The log start offset on disk: 0, or the end offset of a durable snapshot."""
         self.saved_log: list[Entry] = []
-        """The log on disk while the node is down (the core holds it while it runs)."""
+        """The log on disk (from `log_start`) while the node is down (the core holds it while it
+        runs)."""
+        self.snapshots = snapshots
+        """The durable snapshot files: they outlive every incarnation."""
         self.durable = 0
-        """How much of the log is flushed: what a crash keeps."""
+        """The log is flushed below this offset: what a crash keeps."""
         self.flushing = False
         self.flush_again = False
         """The log grew during the flush in progress: flush again when it completes."""
@@ -91,13 +116,16 @@ class SimNode:
         """Client request id -> client, for the requests this incarnation has not answered."""
         self.rpc = rpc
 
-    def boot(self, core: RaftCore, rpc: Rpc) -> None:
-        """`core` starts from the disk; the in-memory host state starts afresh."""
+    def boot(self, core: RaftCore, rpc: Rpc, log_start: int, log_end: int) -> None:
+        """`core` starts from the disk, whose log now spans [log_start, log_end); the in-memory
+        host state starts afresh."""
         self.core = core
         self.alive = True
-        self.durable = len(self.saved_log)
+        self.log_start = log_start
+        self.durable = log_end
         self.saved_log = []
         self.flushing = self.flush_again = False
+        self.flush_target = self.durable
         self.last_hw = core.high_watermark
         self.tick_at = NEVER
         self.stop_by = NEVER
@@ -105,7 +133,7 @@ class SimNode:
         self.rpc = rpc
 
     def halt(self, saved_log: list[Entry]) -> None:
-        """The process is gone; `saved_log` is what its disk holds."""
+        """The process is gone; `saved_log` (from `log_start`) is what its disk holds."""
         self.saved_log = saved_log
         self.alive = False
         self.inc += 1
@@ -114,11 +142,32 @@ class SimNode:
 
     def durable_entry(self, offset: int) -> Entry | None:
         """The entry at `offset` as the disk holds it (flushed), or None."""
-        if offset >= self.durable:
+        if offset >= self.durable or offset < self.log_start:
             return None
         if self.core is not None:
             return self.core.log_view.get(offset)
-        return self.saved_log[offset] if offset < len(self.saved_log) else None
+        index = offset - self.log_start
+        return self.saved_log[index] if index < len(self.saved_log) else None
+
+    def delete_snapshots_before(self, snapshot_id: SnapshotId) -> None:
+        """Delete every durable snapshot older than `snapshot_id` (Kafka's
+        `deleteBeforeSnapshot`: the log no longer reaches below it)."""
+        for sid in [s for s in self.snapshots if s.end_offset < snapshot_id.end_offset]:
+            del self.snapshots[sid]
+
+
+@dataclass(slots=True)
+class SnapshotStats:
+    """What the run did with snapshots, so that a report shows the feature was exercised."""
+
+    written: int = 0
+    """Snapshots a node wrote and saw durable."""
+    installed: int = 0
+    """Snapshots a follower downloaded and installed (its log reset at them)."""
+    refused: int = 0
+    """Downloads that failed the host's checks."""
+    logs_invalid: int = 0
+    """Starts where KIP-630's validation found no snapshot for the log start (log emptied)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +202,14 @@ class Cluster:
         """Seeds each incarnation's core."""
         self.disk_rng = disk_rng
         self.request_ids = itertools.count(1)
-        self.nodes = {n: SimNode(n, n in voter_ids, Rpc(self.request_ids)) for n in node_ids}
+        encoder = SnapshotEncoder()
+        self.nodes = {n: SimNode(n, n in voter_ids, Rpc(self.request_ids), SnapshotDir(encoder))
+                      for n in node_ids}
         # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
         self.disk_speed = {n: disk_rng.randrange(1, 30) for n in node_ids}
         self.majority = len(voter_ids) // 2 + 1
         self.vote_crasher: VoteCrasher | None = None
+        self.stats = SnapshotStats()
 
     # --- start and stop -------------------------------------------------------------------------
 
@@ -166,21 +218,31 @@ class Cluster:
         if node.core is not None:
             self._exit(node)
         node.inc += 1
+        disk = recover(node.log_start, node.saved_log, node.snapshots)
+        for sid in disk.deleted:
+            del node.snapshots[sid]
+        self.inv.log_start(node.id, disk.start_offset, node.snapshots, "restart")
         core = RaftCore(
             node.id, self.voter_ids, CLUSTER_ID, self.config,
             random.Random(self.node_rng.getrandbits(64)), self.queue.now,
-            node.qs, node.saved_log,
+            node.qs, disk.entries, log_start_offset=disk.start_offset,
+            log_start_epoch=disk.start_epoch, image=disk.image, snapshots=disk.snapshots,
+            snapshot_store=DiskSnapshots(node.snapshots),
         )
-        node.boot(core, Rpc(self.request_ids))
+        if any(note["type"] == "log-invalid" for note in disk.notes):
+            self.stats.logs_invalid += 1
+        node.boot(core, Rpc(self.request_ids), disk.start_offset,
+                  disk.start_offset + len(disk.entries))
         self.carry_out(node)
 
     def stop(self, node: SimNode, graceful: bool) -> None:
-        """Crash (unflushed entries are lost), or begin a graceful shutdown: the node stops
-        serving at once, and its process exits once the core has said goodbye (`_exit`)."""
+        """Crash (unflushed entries and unfinished snapshot writes are lost), or begin a graceful
+        shutdown: the node stops serving at once, and its process exits once the core has said
+        goodbye (`_exit`)."""
         core = node.core
         assert core is not None
         if not graceful:
-            node.halt(core.log_view.entries()[: node.durable])
+            node.halt(list(core.log_view.read(node.log_start, node.durable)))
             return
         node.alive = False
         node.stop_by = self.queue.now + SHUTDOWN_TIMEOUT_MS
@@ -188,11 +250,12 @@ class Cluster:
         self.carry_out(node)
 
     def _exit(self, node: SimNode) -> None:
-        """The end of a graceful shutdown: the log is flushed and the process exits."""
+        """The end of a graceful shutdown: the log is flushed and the process exits (a snapshot
+        write still under way is abandoned, as a process exit abandons its temp file)."""
         core = node.core
         assert core is not None
         node.durable = core.log_view.end_offset
-        node.halt(core.log_view.entries())
+        node.halt(list(core.log_view.read(node.log_start, node.durable)))
 
     def leader_id(self) -> int | None:
         """The voter leading the highest epoch, if any."""
@@ -242,6 +305,31 @@ class Cluster:
             self.request_flush(node)
         return node
 
+    def on_snapshot_durable(self, event: SnapshotDurable) -> SimNode | Dropped:
+        """A snapshot reached the disk: from now on a crash keeps it. (A write its incarnation
+        did not live to finish never reached it: the crash lost it.)"""
+        node = self.nodes[event.node]
+        if node.core is None or node.inc != event.inc:
+            return DROPPED
+        if event.data is None:
+            node.snapshots.write_image(event.snapshot_id, event.image)
+            self.stats.written += 1
+            node.core.step(SnapshotWritten(event.snapshot_id), now_ms=self.queue.now)
+        else:
+            node.snapshots[event.snapshot_id] = event.data
+            # A copy: the core applies onto it, the invariants keep the original.
+            node.core.step(SnapshotLoaded(event.snapshot_id, event.image.copy()),
+                           now_ms=self.queue.now)
+        return node
+
+    def on_snapshot_refusal(self, event: SnapshotRefusal) -> SimNode | Dropped:
+        node = self.nodes[event.node]
+        if node.core is None or node.inc != event.inc:
+            return DROPPED
+        self.stats.refused += 1
+        node.core.step(SnapshotRefused(event.snapshot_id, event.reason), now_ms=self.queue.now)
+        return node
+
     # --- carrying out a Ready -------------------------------------------------------------------
 
     def carry_out(self, node: SimNode) -> None:
@@ -260,10 +348,16 @@ class Cluster:
             node.last_epoch = epoch
         hw = core.high_watermark
         if hw != node.last_hw:
-            self.inv.high_watermark(node.id, node.last_hw, hw, core.log_view.get)
+            self.inv.high_watermark(node.id, node.last_hw, hw, core.log_view.get,
+                                    core.log_view.start_offset, core.image)
             if core.is_leader and hw > node.last_hw:
                 self.check_majority(node, hw)
             node.last_hw = hw
+        write = ready.snapshot_write
+        if write is not None:
+            # After the HW's check: the committed log now reaches what the snapshot claims.
+            self.inv.snapshot_taken(node.id, write.snapshot_id, write.image,
+                                    min(write.high_watermark, hw))
         deadline = core.next_deadline_ms()
         if node.stop_by != NEVER:
             if core.shutdown_complete or self.queue.now >= node.stop_by:
@@ -280,12 +374,28 @@ class Cluster:
         inv = self.inv
         if ready.quorum_state is not None:
             node.qs = ready.quorum_state
+        if ready.log_reset is not None:
+            self._reset_log(node, ready.log_reset)
         if ready.truncate_to is not None:
             inv.truncated(node.id, ready.truncate_to, node.last_hw)
             node.durable = min(node.durable, ready.truncate_to)
             node.flush_target = min(node.flush_target, ready.truncate_to)
         if ready.flush:
             self.request_flush(node)
+        if ready.snapshot_write is not None:
+            sid, image = ready.snapshot_write.snapshot_id, ready.snapshot_write.image
+            self.queue.push(self.disk_time(node),
+                            SnapshotDurable(node.id, node.inc, sid, image, None))
+        if ready.snapshot_received is not None:
+            self._check_download(node, *ready.snapshot_received)
+        if ready.delete_before is not None:
+            # Segments below the snapshot go now; with `delete-before-snapshot` the snapshot is
+            # not durable yet, and a crash before it is leaves a log no snapshot vouches for.
+            sid = ready.delete_before
+            if sid.end_offset > node.log_start:
+                node.log_start = sid.end_offset
+                inv.log_start(node.id, sid.end_offset, node.snapshots, "deleting the log below it")
+            node.delete_snapshots_before(sid)
         if ready.messages:
             self._send(node, ready.messages)
         for reply in ready.replies:
@@ -297,19 +407,48 @@ class Cluster:
             if ev["type"] == "state" and ev["state"] == "leader":
                 inv.leader(node.id, ev["epoch"])
 
+    def _reset_log(self, node: SimNode, sid: SnapshotId) -> None:
+        """An installed snapshot: the log is empty from its end offset; older snapshots go."""
+        self.stats.installed += 1
+        node.log_start = sid.end_offset
+        self.inv.log_start(node.id, sid.end_offset, node.snapshots, "installing a snapshot")
+        node.durable = sid.end_offset
+        node.flush_target = min(node.flush_target, sid.end_offset)
+        node.delete_snapshots_before(sid)
+
+    def _check_download(self, node: SimNode, sid: SnapshotId, data: bytes) -> None:
+        """What a host does with a downloaded snapshot: decode it (CRC, header, footer, the id
+        against the content); a good one is written durably, then loaded; a bad one refused."""
+        try:
+            image = decode(data, sid)
+        except ValueError as exc:
+            # The codec's contract is SnapshotError; any other ValueError is still bytes from the
+            # network that are not a snapshot, which a host refuses rather than crash on.
+            reason = str(exc) if isinstance(exc, SnapshotError) else f"{type(exc).__name__}: {exc}"
+            self.queue.push(self.queue.now, SnapshotRefusal(node.id, node.inc, sid, reason))
+            return
+        self.inv.snapshot_seen(node.id, sid, image)
+        self.queue.push(self.disk_time(node), SnapshotDurable(node.id, node.inc, sid, image, data))
+
     def _send(self, node: SimNode, sends: Sequence[Send]) -> None:
         nodes = self.nodes
         now = self.queue.now
         push = self.queue.push
-        delivery_times = self.net.delivery_times
+        net = self.net
+        delivery_times = net.delivery_times
         for send in sends:
             dst = nodes.get(send.dst)
             if dst is None:
                 continue
-            rid = node.rpc.correlate(send.dst, send.message, send.in_reply_to)
+            message = send.message
+            rid = node.rpc.correlate(send.dst, message, send.in_reply_to)
+            if net.corrupt_p and type(message) is FetchSnapshotResponse:
+                bad = net.corrupted(message.data)
+                if bad is not None:
+                    message = dataclasses.replace(message, data=bad)
             times = delivery_times(now, node.id, send.dst)
             if times:
-                event = Deliver(send.dst, dst.inc, node.id, send.message, rid)
+                event = Deliver(send.dst, dst.inc, node.id, message, rid)
                 for at_ms in times:
                     push(at_ms, event)
         crasher = self.vote_crasher
@@ -330,9 +469,12 @@ class Cluster:
             return
         node.flushing = True
         node.flush_target = core.log_view.end_offset
+        self.queue.push(self.disk_time(node), Flushed(node.id, node.inc))
+
+    def disk_time(self, node: SimNode) -> int:
+        """When a write started now on `node`'s disk is durable."""
         base = self.disk_speed[node.id]
-        self.queue.push(self.queue.now + base + self.disk_rng.randrange(base + 1),
-                        Flushed(node.id, node.inc))
+        return self.queue.now + base + self.disk_rng.randrange(base + 1)
 
     def check_majority(self, leader: SimNode, hw: int) -> None:
         """MajorityReachedHighWatermark: a majority of voters holds entry `hw - 1` on disk."""

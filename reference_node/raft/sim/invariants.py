@@ -1,4 +1,4 @@
-"""Raft's invariants, checked by the simulator after every event.
+"""Raft's invariants, and KIP-630's for snapshots, checked by the simulator after every event.
 
 Each check is incremental (it looks only at what the last event changed), so that checking after
 every event stays cheap. A broken invariant raises `Violation` naming it.
@@ -9,19 +9,32 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | MonotonicEpoch | a node's epoch never decreases, across restarts too |
 | MonotonicHighWatermark | a node's high watermark never decreases while it runs |
 | MajorityReachedHighWatermark | when a leader's HW reaches H, a majority of voters has flushed entry H-1 as the leader has it |
-| ConsistentCommittedData | every offset below any node's HW holds the same entry on every node, ever; no node truncates below its HW |
+| ConsistentCommittedData | every offset below any node's HW holds the same entry on every node, ever; no node truncates below its HW; a node whose HW passes entries it never held (below its log start: a snapshot holds them) has a state machine image equal to the committed log's fold |
 | NoAckedAppendLost | an acknowledged append stays committed at its offset |
+| ConsistentOutcomes | what a client is told (a kv command's outcome: ok, swapped, not-swapped; an image read's kv map at the HW it names) is what applying the committed log gives |
 | ReadsLinearizable | a read's HW covers every append acknowledged before the read began |
+| SnapshotsAgree | snapshots with the same id have the same content, on every node, ever |
+| SnapshotMatchesLog | a snapshot's content (end offset, epoch, records, digest, kv) is the fold of the committed log prefix its id claims |
+| SnapshotWithinHighWatermark | no snapshot holds entries above the HW of the node that took it, when it took it |
+| LogStartAtSnapshot | a node's log start offset is 0 or the end offset of one of its durable snapshots (checked as it moves: on install, on deletion below a snapshot) |
 | ObserversFollow | no observer ends the run stranded: in an epoch above every voter's and behind what was committed when faults healed (an observer that campaigns, `observer-campaign`, strands itself in an epoch no leader has and stops replicating: KAFKA-17067's harm, brokers stuck on stale metadata) |
 | ZombieStepDown | a leader cut off from a majority is no longer leader once the leader progress timeout (plus delivery slack) has passed |
 | Liveness | once faults heal, an append commits within the remaining simulated time |
+
+The committed log is kept whole (`committed`), with its fold: the running image, the outcome of
+every offset, (records, digest) after every prefix, and a copy of the image every
+`CHECKPOINT_EVERY` offsets, so that the image at any offset costs at most that many applies. A
+snapshot's content is compared with the committed fold once per snapshot id (later copies of the
+same id only have to equal the first: SnapshotsAgree).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable
+from typing import Any
 
-from reference_node.raft.messages import Entry
+from reference_node.raft.image import GENESIS_DIGEST, Image
+from reference_node.raft.messages import Entry, SnapshotId
 
 INVARIANTS = (
     "SingleLeader",
@@ -30,11 +43,19 @@ INVARIANTS = (
     "MajorityReachedHighWatermark",
     "ConsistentCommittedData",
     "NoAckedAppendLost",
+    "ConsistentOutcomes",
     "ReadsLinearizable",
+    "SnapshotsAgree",
+    "SnapshotMatchesLog",
+    "SnapshotWithinHighWatermark",
+    "LogStartAtSnapshot",
     "ObserversFollow",
     "ZombieStepDown",
     "Liveness",
 )
+
+CHECKPOINT_EVERY = 64
+"""Offsets between two kept copies of the committed image."""
 
 
 class Violation(Exception):
@@ -49,13 +70,28 @@ def same_entry(a: Entry, b: Entry) -> bool:
 
 
 class Invariants:
-    """The global memory the checks need: leaders per epoch, the committed log, acked appends."""
+    """The global memory the checks need: leaders per epoch, the committed log and its fold,
+    acked appends, the content of every snapshot id seen."""
 
     def __init__(self) -> None:
         self.leaders: dict[int, int] = {}
         self.committed: list[Entry] = []
         self.acked: dict[int, bytes] = {}
         self.max_acked = -1
+        self.image = Image()
+        """The committed log's fold: the image every node must reach at `len(committed)`."""
+        self.outcomes: list[str | None] = []
+        """What applying each committed offset did (`Image.apply`)."""
+        self.folds: list[tuple[int, bytes]] = [(0, GENESIS_DIGEST)]
+        """(records, digest) of the image after the first k committed entries, at index k."""
+        self.checkpoints: list[Image] = [Image()]
+        """The committed image at every multiple of CHECKPOINT_EVERY."""
+        self.snapshots: dict[SnapshotId, Image] = {}
+        """The first content seen for each snapshot id."""
+        self.matched: set[SnapshotId] = set()
+        """Snapshot ids whose content was found equal to the committed fold."""
+        self.pending: list[tuple[int, SnapshotId, Image]] = []
+        """Snapshots naming offsets not committed yet when they were seen: checked once they are."""
 
     def leader(self, node: int, epoch: int) -> None:
         other = self.leaders.setdefault(epoch, node)
@@ -84,12 +120,24 @@ class Invariants:
             )
 
     def high_watermark(
-        self, node: int, old: int, new: int, entry_at: Callable[[int], Entry | None]
+        self, node: int, old: int, new: int, entry_at: Callable[[int], Entry | None],
+        log_start: int = 0, image: Image | None = None,
     ) -> None:
-        """`node`'s HW moved from `old` to `new`: record or compare every newly committed entry."""
+        """`node`'s HW moved from `old` to `new`: record or compare every newly committed entry
+        the node holds; below its log start (a snapshot holds those), compare its image."""
         if new < old:
             raise Violation("MonotonicHighWatermark", f"node {node} HW went from {old} to {new}")
         committed = self.committed
+        if log_start > old:
+            # Entries the node never held (it installed a snapshot) or deleted under a durable
+            # snapshot: the snapshot vouches for them (SnapshotMatchesLog), if they were committed.
+            if log_start > len(committed):
+                raise Violation(
+                    "ConsistentCommittedData",
+                    f"node {node} has HW {new} and a log starting at {log_start} (a snapshot), "
+                    f"but only {len(committed)} entries were ever committed",
+                )
+            old = log_start
         for offset in range(old, new):
             entry = entry_at(offset)
             if entry is None:
@@ -98,14 +146,131 @@ class Invariants:
                 )
             if offset < len(committed):
                 if not same_entry(entry, committed[offset]):
-                    name = "NoAckedAppendLost" if offset in self.acked else "ConsistentCommittedData"
+                    name = ("NoAckedAppendLost" if offset in self.acked
+                            else "ConsistentCommittedData")
                     raise Violation(
                         name,
                         f"offset {offset}: node {node} committed {entry}, "
                         f"earlier committed {committed[offset]}",
                     )
             elif offset == len(committed):
-                committed.append(entry)
+                self._commit(entry)
+        if image is not None:
+            self.image_matches(node, image)
+
+    def _commit(self, entry: Entry) -> None:
+        """`entry` is committed at the end of the committed log: fold it in."""
+        self.committed.append(entry)
+        image = self.image
+        self.outcomes.append(image.apply(entry))
+        self.folds.append((image.records, image.digest))
+        if image.end_offset % CHECKPOINT_EVERY == 0:
+            self.checkpoints.append(image.copy())
+        if self.pending:
+            self._check_pending()
+
+    def image_at(self, offset: int) -> Image:
+        """The committed log's image at `offset` (<= len(committed)); do not change it."""
+        if offset == len(self.committed):
+            return self.image
+        image = self.checkpoints[offset // CHECKPOINT_EVERY].copy()
+        for entry in self.committed[image.end_offset : offset]:
+            image.apply(entry)
+        return image
+
+    def image_matches(self, node: int, image: Image) -> None:
+        """A node's running image, where the committed log reaches it, is that log's fold."""
+        end = image.end_offset
+        if end <= len(self.committed) and (image.records, image.digest) != self.folds[end]:
+            records, digest = self.folds[end]
+            raise Violation(
+                "ConsistentCommittedData",
+                f"node {node}'s image at offset {end} holds {image.records} records (digest "
+                f"{image.digest.hex()[:12]}), the committed log's first {end} entries "
+                f"{records} (digest {digest.hex()[:12]})",
+            )
+
+    # --- snapshots ------------------------------------------------------------------------------
+
+    def snapshot_taken(self, node: int, sid: SnapshotId, image: Image, hw: int) -> None:
+        """`node` asks to write `image` as snapshot `sid`, under high watermark `hw`."""
+        if sid.end_offset > hw:
+            if hw <= len(self.committed) and self._holds_prefix(image, hw):
+                # Its content is within the HW: what lies is its name (KAFKA-14618's defect).
+                raise Violation(
+                    "SnapshotMatchesLog",
+                    f"node {node}'s snapshot {_sid(sid)} claims offsets [0, {sid.end_offset}) "
+                    f"but holds exactly the committed [0, {hw}) (its HW)",
+                )
+            raise Violation(
+                "SnapshotWithinHighWatermark",
+                f"node {node} took snapshot {_sid(sid)} ({image.records} records) under high "
+                f"watermark {hw}",
+            )
+        self.snapshot_seen(node, sid, image)
+
+    def snapshot_seen(self, node: int, sid: SnapshotId, image: Image) -> None:
+        """`node` holds `image` as snapshot `sid` (its own, or downloaded from the leader)."""
+        first = self.snapshots.setdefault(sid, image)
+        if first is not image and first != image:
+            raise Violation(
+                "SnapshotsAgree",
+                f"node {node}'s snapshot {_sid(sid)} holds {image!r}; another copy holds {first!r}",
+            )
+        if sid in self.matched:
+            return
+        if image.snapshot_id != sid:
+            raise Violation(
+                "SnapshotMatchesLog",
+                f"node {node}'s snapshot {_sid(sid)} holds an image of {_sid(image.snapshot_id)}",
+            )
+        if sid.end_offset > len(self.committed):
+            self.pending.append((node, sid, image))
+            return
+        self._match(node, sid, image)
+
+    def _check_pending(self) -> None:
+        top = len(self.committed)
+        due = [p for p in self.pending if p[1].end_offset <= top]
+        if due:
+            self.pending = [p for p in self.pending if p[1].end_offset > top]
+            for node, sid, image in due:
+                if sid not in self.matched:
+                    self._match(node, sid, image)
+
+    def _match(self, node: int, sid: SnapshotId, image: Image) -> None:
+        want = self.image_at(sid.end_offset)
+        wrong = [
+            f"{name} {got!r} (committed: {expected!r})"
+            for name, got, expected in (
+                ("epoch", image.epoch, want.epoch),
+                ("records", image.records, want.records),
+                ("digest", image.digest.hex()[:12], want.digest.hex()[:12]),
+                ("kv", image.kv, want.kv),
+            )
+            if got != expected
+        ]
+        if wrong:
+            raise Violation(
+                "SnapshotMatchesLog",
+                f"node {node}'s snapshot {_sid(sid)} differs from the committed log's fold at "
+                f"{sid.end_offset}: " + "; ".join(wrong),
+            )
+        self.matched.add(sid)
+
+    def _holds_prefix(self, image: Image, offset: int) -> bool:
+        return ((image.records, image.digest) == self.folds[offset]
+                and image.kv == self.image_at(offset).kv)
+
+    def log_start(self, node: int, offset: int, durable: Collection[SnapshotId], how: str) -> None:
+        """`node`'s log start offset moved to `offset` (`how`: install, deletion, restart)."""
+        if offset != 0 and not any(sid.end_offset == offset for sid in durable):
+            held = ", ".join(_sid(s) for s in sorted(durable, key=_order)) or "none"
+            raise Violation(
+                "LogStartAtSnapshot",
+                f"node {node}'s log starts at {offset} after {how}, but no durable snapshot ends "
+                f"there (durable: {held})",
+            )
 
     def majority_flushed(self, node: int, hw: int, holders: int, majority: int) -> None:
         if holders < majority:
@@ -125,13 +290,18 @@ class Invariants:
         self.acked[offset] = payload
         self.max_acked = max(self.max_acked, offset)
 
-    def read(self, node: int, max_acked_at_invoke: int, hw: int, records: tuple[Entry, ...]) -> None:
-        if hw <= max_acked_at_invoke:
+    def outcome(self, node: int, offset: int, told: str | None) -> None:
+        """A client was told `told` for its command committed at `offset`."""
+        if told != self.outcomes[offset]:
             raise Violation(
-                "ReadsLinearizable",
-                f"read at node {node} returned HW {hw}, but offset {max_acked_at_invoke} was "
-                "acknowledged before the read began",
+                "ConsistentOutcomes",
+                f"node {node} told a client {told!r} for {self.committed[offset].payload!r} at "
+                f"{offset}; applying the committed log gives {self.outcomes[offset]!r}",
             )
+
+    def read(self, node: int, max_acked_at_invoke: int, hw: int,
+             records: tuple[Entry, ...]) -> None:
+        self._read_covers(node, max_acked_at_invoke, hw)
         committed = self.committed
         for entry in records:
             if entry.offset >= len(committed) or not same_entry(entry, committed[entry.offset]):
@@ -140,6 +310,26 @@ class Invariants:
                     f"read at node {node} returned {entry} at {entry.offset}",
                 )
 
+    def read_image(self, node: int, max_acked_at_invoke: int, hw: int,
+                   kv: tuple[tuple[Hashable, Any], ...] | None) -> None:
+        """An image read: its kv map is the committed image's at the HW it names."""
+        self._read_covers(node, max_acked_at_invoke, hw)
+        want = self.image_at(hw).kv if hw <= len(self.committed) else None
+        if kv is None or dict(kv) != want:
+            raise Violation(
+                "ConsistentOutcomes",
+                f"image read at node {node} returned {kv} at HW {hw}; the committed log's image "
+                f"there holds {want}",
+            )
+
+    def _read_covers(self, node: int, max_acked_at_invoke: int, hw: int) -> None:
+        if hw <= max_acked_at_invoke:
+            raise Violation(
+                "ReadsLinearizable",
+                f"read at node {node} returned HW {hw}, but offset {max_acked_at_invoke} was "
+                "acknowledged before the read began",
+            )
+
     def zombie(self, node: int, cut_for_ms: int, limit_ms: int) -> None:
         if cut_for_ms > limit_ms:
             raise Violation(
@@ -147,3 +337,11 @@ class Invariants:
                 f"node {node} is still leader {cut_for_ms} ms after losing its majority "
                 f"(limit {limit_ms} ms)",
             )
+
+
+def _sid(sid: SnapshotId) -> str:
+    return f"{sid.end_offset}-{sid.epoch}"
+
+
+def _order(sid: SnapshotId) -> tuple[int, int]:
+    return (sid.end_offset, sid.epoch)

@@ -24,6 +24,7 @@ from reference_node.raft.sim.events import (
     FaultStart,
     FaultStop,
     Heal,
+    Rejoin,
     VoteCrash,
     VoterRestart,
 )
@@ -31,6 +32,9 @@ from reference_node.raft.sim.faults import ActiveFault
 from reference_node.raft.sim.host import Cluster, VoteCrasher
 from reference_node.raft.sim.network import Network
 from reference_node.raft.sim.zombies import ZombieWatch
+
+LAGGING = ("lagging-follower", "corrupt-snapshot")
+"""The faults that cut a follower off and let it back (`Rejoin`) before they stop."""
 
 Victims = tuple[int, ...] | None
 """The nodes a fault's start stopped, to restart when it stops; None for a fault stopping none."""
@@ -184,6 +188,29 @@ class Nemesis:
                            self.cluster.node_ids)
         return None
 
+    def start_lagging_follower(self) -> Victims:
+        """Cut one follower off; `on_rejoin` lets it back before the fault stops, so that it
+        catches up (by installing a snapshot) while the rest of the fault runs."""
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        lagging = self.rng.choice([n for n in cluster.node_ids if n != leader])
+        self._isolate(lagging)
+        self.queue.push(self.queue.now + self.rng.randrange(2500, 4500), Rejoin(lagging))
+        return None
+
+    def start_corrupt_snapshot(self) -> Victims:
+        return self.start_lagging_follower()
+
+    def on_rejoin(self, event: Rejoin) -> None:
+        """The lagging follower is back; under corrupt-snapshot, through a corrupting link."""
+        fault = self.active
+        if self.queue.now >= self.heal_ms or fault is None or fault.name not in LAGGING:
+            return
+        self.net.heal()
+        if fault.name == "corrupt-snapshot":
+            self.net.corrupt_p = 0.3
+        self.zombies.recompute(self.queue.now)
+
     def start_crash(self) -> Victims:
         return self._stop_nodes(self._pick_victims(whole_majority_too=True), graceful=False)
 
@@ -256,6 +283,8 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "partition-bridge": Nemesis.start_partition_bridge,
     "crash": Nemesis.start_crash,
     "shutdown": Nemesis.start_shutdown,
+    "lagging-follower": Nemesis.start_lagging_follower,
+    "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
 }
 """Each fault of faults.FAULTS and how it starts."""
@@ -269,6 +298,8 @@ def fault_duration(name: str, rng: random.Random) -> int:
         return rng.randrange(5000, 9000)
     if name == "crash-after-vote":
         return rng.randrange(3000, 6000)  # its election starts only once fetches time out (2 s)
+    if name in LAGGING:
+        return rng.randrange(6000, 9000)  # cut off for up to 4.5 s, then time to catch up
     if roll < 0.5 and name == "crash":
         return rng.randrange(50, 500)  # a quick restart, before anyone times out
     return rng.randrange(500, 4000)

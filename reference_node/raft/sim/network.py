@@ -3,10 +3,11 @@ partitions.
 
 Theory of operation: a message's fate is drawn from the network random stream when it is sent
 (`delivery_times`: none when lost, two when duplicated, each 1-3 ms plus whatever the active fault
-adds), and its link is checked again when it arrives (`link_ok`). A partition is a set of blocked
-directed links, so a message in flight when a partition starts is lost as it would be on a cut
-wire. Clients sit outside every partition (the harness's clients reach every node: "the leader
-isolated while clients still reach it"), so a reply to a client only takes time (`reply_time`).
+adds; `corrupted`: a snapshot chunk with a byte flipped, under corrupt-snapshot), and its link is
+checked again when it arrives (`link_ok`). A partition is a set of blocked directed links, so a
+message in flight when a partition starts is lost as it would be on a cut wire. Clients sit outside
+every partition (the harness's clients reach every node: "the leader isolated while clients still
+reach it"), so a reply to a client only takes time (`reply_time`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ SHIFT = 10  # node ids are below 1024 in a simulation
 
 
 class Network:
-    __slots__ = ("blocked", "delay_max", "drop_p", "dup_p", "jitter_max", "rng", "slow")
+    __slots__ = ("blocked", "corrupt_p", "delay_max", "drop_p", "dup_p", "jitter_max", "rng",
+                 "slow")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.blocked: set[int] = set()
         self.drop_p = 0.0
         self.dup_p = 0.0
+        self.corrupt_p = 0.0
+        """The chance that a snapshot chunk arrives with one byte flipped."""
         self.delay_max = 0
         self.jitter_max = 0
         self.slow: dict[int, int] = {}
@@ -34,7 +38,7 @@ class Network:
         """Back to a clean network: no partition, no slow link, no loss, delay or duplication."""
         self.blocked.clear()
         self.slow.clear()
-        self.drop_p = self.dup_p = 0.0
+        self.drop_p = self.dup_p = self.corrupt_p = 0.0
         self.delay_max = self.jitter_max = 0
 
     def link_ok(self, src: int, dst: int) -> bool:
@@ -56,6 +60,13 @@ class Network:
         if self.dup_p and rng.random() < self.dup_p:
             return [lat, lat + 1 + rng.randrange(20)]
         return [lat]
+
+    def corrupted(self, data: bytes) -> bytes | None:
+        """`data` with one byte flipped, at the chance `corrupt_p`; None when it arrives intact."""
+        if not data or self.rng.random() >= self.corrupt_p:
+            return None
+        at = self.rng.randrange(len(data))
+        return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
 
     def reply_time(self, now: int) -> int:
         """When a reply sent now reaches its client."""

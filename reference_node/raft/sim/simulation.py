@@ -1,12 +1,18 @@
 """`Simulation`: one seed's run of a cluster of `RaftCore`s on a simulated clock.
 
-Theory of operation: everything that happens is an event (events.py) on one queue ordered by
-(time, push order). The loop pops the next event, hands it to its handler (`handlers`: the hosts
-for deliveries, ticks and flushes, the clients, the nemesis), writes its trace line, lets the host
-carry out what the stepped core asked for, and checks the invariants; the first broken one ends the
-seed. A handler that finds its event stale (a superseded tick, a message to a node that restarted
-or across a cut link) drops it: no trace line, no event counted. The run ends at `time_ms`; with
-faults, an append invoked after the heal must have been acknowledged by then (Liveness).
+Theory of operation: everything that happens is an event (events.py) on one queue ordered by (time,
+push order). The loop pops the next event, hands it to its handler (`handlers`: the hosts for
+deliveries, ticks, flushes and snapshot writes, the clients, the nemesis), writes its trace line,
+lets the host carry out what the stepped core asked for, and checks the invariants; the first broken
+one ends the seed. A handler that finds its event stale (a superseded tick, a message to a node that
+restarted or across a cut link) drops it: no trace line, no event counted. The run ends at
+`time_ms`; with faults, an append invoked after the heal must have been acknowledged by then
+(Liveness).
+
+Every run snapshots (KIP-630) with thresholds far below Kafka's defaults (`SimConfig`): each node
+snapshots every 15-20 entries and keeps a few snapshots' worth of log, so a follower away for a few
+seconds (a partition, a crash, the lagging-follower fault) comes back below the leader's log start
+and must install a snapshot. `SimResult.snapshots` counts what the run wrote and installed.
 
 Every random choice comes from one of five streams split off the seed in a fixed order (network,
 nemesis, clients, nodes, disks), so a seed replays byte for byte, and a change in one concern's
@@ -19,7 +25,7 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reference_node.raft.config import RaftConfig, Unsafe
@@ -38,12 +44,15 @@ from reference_node.raft.sim.events import (
     FaultStop,
     Flushed,
     Heal,
+    Rejoin,
+    SnapshotDurable,
+    SnapshotRefusal,
     TickDue,
     VoteCrash,
     VoterRestart,
 )
 from reference_node.raft.sim.faults import FAULTS
-from reference_node.raft.sim.host import Cluster, SimNode
+from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.nemesis import Nemesis
 from reference_node.raft.sim.network import Network
@@ -63,6 +72,24 @@ class SimConfig:
     pre_vote: bool = True
     clients: int = 3
     trace: bool = False
+    snapshot_bytes: int = 1536
+    """`metadata.log.max.record.bytes.between.snapshots`: small, so that every node snapshots
+    every 15-20 entries and a follower away for a few seconds must install one."""
+    retention_bytes: int = 3072
+    """`metadata.max.retention.bytes`: a few snapshots' worth, so that short absences still
+    catch up from the log and long ones need a snapshot."""
+    snapshot_interval_ms: int = 5000
+    retention_ms: int = 10_000
+    snapshot_chunk_bytes: int = 128
+    """FetchSnapshot's MaxBytes: a download takes a few chunks."""
+
+    def raft_config(self) -> RaftConfig:
+        return RaftConfig(
+            pre_vote=self.pre_vote, unsafe=self.unsafe,
+            snapshot_max_record_bytes=self.snapshot_bytes,
+            snapshot_interval_ms=self.snapshot_interval_ms, retention_bytes=self.retention_bytes,
+            retention_ms=self.retention_ms, snapshot_chunk_bytes=self.snapshot_chunk_bytes,
+        )
 
     @property
     def heal_ms(self) -> int:
@@ -80,6 +107,7 @@ class SimResult:
     acked: int = 0
     reads: int = 0
     leaders: int = 0
+    snapshots: SnapshotStats = field(default_factory=SnapshotStats)
 
     @property
     def ok(self) -> bool:
@@ -112,7 +140,7 @@ class Simulation:
         self.seed = seed
         self.cfg = config
         streams = RandomStreams.split(seed)
-        raft_config = RaftConfig(pre_vote=config.pre_vote, unsafe=config.unsafe)
+        raft_config = config.raft_config()
         voter_ids = list(range(1, config.voters + 1))
         node_ids = list(range(1, config.voters + config.observers + 1))
         self.queue = EventQueue()
@@ -130,6 +158,8 @@ class Simulation:
             Deliver: self.cluster.on_deliver,
             TickDue: self.cluster.on_tick,
             Flushed: self.cluster.on_flushed,
+            SnapshotDurable: self.cluster.on_snapshot_durable,
+            SnapshotRefusal: self.cluster.on_snapshot_refusal,
             ClientNext: self.clients.on_next,
             ClientRequest: self.clients.on_request,
             ClientReplyDue: self.clients.on_reply,
@@ -137,6 +167,7 @@ class Simulation:
             FaultStart: self.nemesis.on_start,
             FaultStop: self.nemesis.on_stop,
             Heal: self.on_heal,
+            Rejoin: self.nemesis.on_rejoin,
             VoteCrash: self.nemesis.on_vote_crash,
             VoterRestart: self.nemesis.on_voter_restart,
         }
@@ -166,7 +197,7 @@ class Simulation:
         return SimResult(
             self.seed, violation, self.events,
             [event.trace_line(at_ms) for at_ms, event in self.recent], self.trace,
-            self.clients.acked, self.clients.reads, len(self.inv.leaders),
+            self.clients.acked, self.clients.reads, len(self.inv.leaders), self.cluster.stats,
         )
 
     def loop(self) -> None:

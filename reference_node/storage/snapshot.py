@@ -1,0 +1,551 @@
+"""KIP-630 snapshots on disk, in Kafka's format and layout.
+
+A snapshot of the image at `SnapshotId(end_offset, epoch)` is the file
+`<end_offset %020d>-<epoch %010d>.checkpoint` in the partition directory (Kafka's `Snapshots`),
+holding RecordBatch v2 batches exactly as Kafka's `RecordsSnapshotWriter` writes them:
+
+    control batch   offset 0        SnapshotHeader (version 0, lastContainedLogTimestamp)
+    data batches    offsets 1..n    the image's records (`Image.to_records()`)
+    control batch   offset n + 1    SnapshotFooter (version 0)
+
+Offsets inside a snapshot count from 0; every batch carries the snapshot's epoch as its
+partition leader epoch. The control payloads are Kafka's messages as kio writes them (their
+first field is their own int16 version, as for LeaderChange).
+
+`encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too);
+`decode_snapshot` is the only door through which bytes become an `Image`, and it refuses (one
+`SnapshotError` line) anything Kafka's reader would: a bad CRC, a missing header or footer, a
+truncated file, or content that does not match the id the file is named after.
+
+`SnapshotFiles` is the server's side: durable writes (`<name>.checkpoint.part`, fsync, rename,
+fsync the directory), chunked reads for FetchSnapshot, deletion, and at start the latest valid
+snapshot, skipping (and naming) the corrupt ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
+from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i64
+
+from reference_node.raft.image import Image
+from reference_node.raft.messages import SnapshotId
+
+from .batch import (
+    HEADER_SIZE,
+    MAGIC,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchFormatError,
+    BatchHeader,
+    ControlType,
+    StoredRecord,
+    decode_records,
+    encode_batch,
+    get_varint,
+    iter_batches,
+)
+from .fsutil import fsync_dir, write_all
+
+__all__ = [
+    "PART_SUFFIX",
+    "SUFFIX",
+    "LoadedSnapshot",
+    "SkippedSnapshot",
+    "SnapshotError",
+    "SnapshotFiles",
+    "decode_snapshot",
+    "encode_snapshot",
+    "parse_snapshot_filename",
+    "snapshot_filename",
+]
+
+SUFFIX = ".checkpoint"
+PART_SUFFIX = SUFFIX + ".part"
+DELETED_SUFFIX = SUFFIX + ".deleted"
+SNAPSHOT_BATCH_BYTES = 1024 * 1024
+"""Data records are grouped into batches of about this size (Kafka's accumulator splits by
+size too; readers do not care where batches end)."""
+
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
+_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+class SnapshotError(ValueError):
+    """Bytes that are not a valid snapshot (of the expected id); the message is one line."""
+
+
+def snapshot_filename(snapshot_id: SnapshotId) -> str:
+    """Kafka's name: `00000000000000000100-0000000003.checkpoint`."""
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SUFFIX}"
+
+
+def parse_snapshot_filename(name: str) -> SnapshotId | None:
+    """The id a (finished) snapshot file is named after; None for any other name."""
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    return SnapshotId(int(match.group(1)), int(match.group(2)))
+
+
+# --- the control payloads (Kafka's messages, through kio) -----------------------------------------
+
+
+@cache
+def _header_writer() -> Any:
+    return entity_writer(SnapshotHeaderRecord)
+
+
+@cache
+def _header_reader() -> Any:
+    return entity_reader(SnapshotHeaderRecord)
+
+
+@cache
+def _footer_writer() -> Any:
+    return entity_writer(SnapshotFooterRecord)
+
+
+@cache
+def _footer_reader() -> Any:
+    return entity_reader(SnapshotFooterRecord)
+
+
+def header_payload(last_contained_log_timestamp: int) -> bytes:
+    buf = io.BytesIO()
+    _header_writer()(buf, SnapshotHeaderRecord(
+        version=i16(0), last_contained_log_timestamp=i64(last_contained_log_timestamp)))
+    return buf.getvalue()
+
+
+def footer_payload() -> bytes:
+    buf = io.BytesIO()
+    _footer_writer()(buf, SnapshotFooterRecord(version=i16(0)))
+    return buf.getvalue()
+
+
+def decode_header(payload: bytes) -> SnapshotHeaderRecord:
+    header, _ = _header_reader()(payload, 0)
+    return header  # type: ignore[no-any-return]
+
+
+def decode_footer(payload: bytes) -> SnapshotFooterRecord:
+    footer, _ = _footer_reader()(payload, 0)
+    return footer  # type: ignore[no-any-return]
+
+
+# --- the codec ------------------------------------------------------------------------------------
+
+
+def encode_snapshot(snapshot_id: SnapshotId, image: Image, timestamp_ms: int = 0) -> bytes:
+    """The snapshot file of `image`, named `snapshot_id` (which the image must claim).
+
+    `timestamp_ms` is the header's lastContainedLogTimestamp and every batch's timestamp; the
+    default 0 makes equal images give equal files, byte for byte.
+    """
+    if image.snapshot_id != snapshot_id:
+        raise ValueError(f"snapshot {_name(snapshot_id)} of an image at "
+                         f"{_name(image.snapshot_id)}: the image must claim its id")
+    epoch = snapshot_id.epoch
+    out = [encode_batch([StoredRecord(0, epoch, header_payload(timestamp_ms),
+                                      int(ControlType.SNAPSHOT_HEADER), timestamp_ms)])]
+    offset = 1
+    run: list[bytes] = []
+    size = 0
+    for value in image.to_records():
+        run.append(value)
+        size += len(value) + 8
+        if size >= SNAPSHOT_BATCH_BYTES:
+            out.append(encode_data_batch(offset, epoch, timestamp_ms, run))
+            offset += len(run)
+            run, size = [], 0
+    if run:
+        out.append(encode_data_batch(offset, epoch, timestamp_ms, run))
+        offset += len(run)
+    out.append(encode_batch([StoredRecord(offset, epoch, footer_payload(),
+                                          int(ControlType.SNAPSHOT_FOOTER), timestamp_ms)]))
+    return b"".join(out)
+
+
+# --- data batches, fast ---------------------------------------------------------------------------
+# A snapshot of a large image is 10^5..10^6 records: `batch.encode_batch` / `decode_records` build a
+# StoredRecord per record, which costs more than the rest of the codec. These produce and accept
+# the same bytes (the tests compare them) for the records a snapshot holds: data records of one
+# timestamp, key null, no headers.
+
+_SMALL = 1 << 13
+_ZIGZAG = [bytes([2 * n]) if n < 64 else bytes([(2 * n & 0x7F) | 0x80, 2 * n >> 7])
+           for n in range(_SMALL)]
+"""The zigzag varint of every n < 2^13 (one or two bytes)."""
+
+
+def _zigzag(n: int) -> bytes:
+    if n < _SMALL:
+        return _ZIGZAG[n]
+    out = bytearray()
+    v = 2 * n
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def encode_data_batch(base_offset: int, epoch: int, timestamp_ms: int,
+                      values: Sequence[bytes]) -> bytes:
+    """`encode_batch` of data records `values` at `base_offset..`, all at `timestamp_ms`."""
+    parts: list[bytes] = []
+    add = parts.append
+    zz = _zigzag
+    for i, value in enumerate(values):
+        # attributes 0, timestampDelta 0 | offsetDelta | key null (-1) | value | no headers
+        record = b"".join((b"\x00\x00", zz(i), b"\x01", zz(len(value)), value, b"\x00"))
+        add(zz(len(record)))
+        add(record)
+    body = b"".join(parts)
+    tail = _TAIL.pack(0, len(values) - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID,
+                      NO_PRODUCER_EPOCH, NO_SEQUENCE, len(values))
+    crc = crc32c(body, crc32c(tail))
+    length = 9 + len(tail) + len(body)
+    return _HEAD.pack(base_offset, length, epoch, MAGIC, crc) + tail + body
+
+
+def _varint(buf: bytes, p: int) -> tuple[int, int]:
+    b = buf[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    return get_varint(buf, p)
+
+
+def _data_values(buf: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
+    """The values of a data batch's records as `encode_data_batch` lays them out; None when the
+    batch is laid out otherwise (`decode_records` then reads it, slowly but generally)."""
+    end = pos + header.size
+    p = pos + HEADER_SIZE
+    out: list[bytes] = []
+    add = out.append
+    try:
+        for i in range(header.record_count):
+            length, p = _varint(buf, p)
+            rec_end = p + length
+            # attributes 0, timestampDelta 0
+            if buf[p] != 0 or buf[p + 1] != 0:
+                return None
+            delta, q = _varint(buf, p + 2)
+            if delta != i or buf[q] != 1:  # offsetDelta, key null
+                return None
+            size, q = _varint(buf, q + 1)
+            value_end = q + size
+            if size < 0 or value_end + 1 != rec_end or rec_end > end or buf[value_end] != 0:
+                return None
+            add(buf[q:value_end])
+            p = rec_end
+    except (IndexError, BatchFormatError):
+        return None
+    return out if p == end else None
+
+
+def read_batches(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader, list[StoredRecord]]]:
+    """Every batch of a snapshot file with its records; SnapshotError on the first bad one."""
+    for pos, header in _batches(data):
+        yield pos, header, _records(data, pos, header)
+
+
+def _batches(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    try:
+        yield from iter_batches(data)
+    except BatchFormatError as e:
+        raise SnapshotError(_batch_problem(str(e))) from None
+
+
+def _records(data: bytes | memoryview, pos: int, header: BatchHeader) -> list[StoredRecord]:
+    try:
+        return decode_records(data, pos, header)
+    except (BatchFormatError, ValueError) as e:
+        # ValueError: a field the CRC does not cover (the batch's leader epoch) is out of range.
+        raise SnapshotError(f"malformed batch at byte {pos}: {e}") from None
+
+
+def _batch_problem(reason: str) -> str:
+    if reason.startswith("CRC mismatch"):
+        return f"bad CRC: {reason}"
+    if "needs" in reason and "left" in reason:
+        return f"truncated: {reason}"
+    return f"malformed batch: {reason}"
+
+
+class _Reader:
+    """The walk `decode_snapshot` makes: header first, data, footer last, offsets from 0."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.header_seen = False
+        self.footer_at: int | None = None
+        self.next_offset = 0
+        self.epoch: int | None = None
+
+    def batch(self, data: bytes, pos: int, header: BatchHeader) -> None:
+        if self.footer_at is not None:
+            raise SnapshotError(f"a batch at byte {pos} follows the SnapshotFooter "
+                                f"(at byte {self.footer_at})")
+        first = not self.header_seen
+        if not first and header.base_offset != self.next_offset:
+            raise SnapshotError(f"the batch at byte {pos} starts at offset {header.base_offset}, "
+                                f"expected {self.next_offset}")
+        if self.epoch is None:
+            self.epoch = header.epoch
+        elif header.epoch != self.epoch:
+            raise SnapshotError(f"the batch at byte {pos} has epoch {header.epoch}, the "
+                                f"snapshot's batches have epoch {self.epoch}")
+        values = None if first or header.is_control else _data_values(data, pos, header)
+        if values is not None:
+            self.values += values
+        else:
+            records = _records(data, pos, header)
+            for record in records:
+                self.record(record, pos, last=record is records[-1])
+        if first and header.base_offset != 0:  # after the header check: it says more
+            raise SnapshotError(f"the SnapshotHeader's batch starts at offset "
+                                f"{header.base_offset}, expected 0")
+        self.next_offset = header.next_offset
+
+    def record(self, record: StoredRecord, pos: int, last: bool) -> None:
+        kind = record.control_type
+        if not self.header_seen:
+            if kind != ControlType.SNAPSHOT_HEADER:
+                raise SnapshotError(f"missing SnapshotHeader: the first record (byte {pos}) "
+                                    f"is {_kind(kind)}")
+            _check_payload(decode_header, record, pos, "SnapshotHeader")
+            self.header_seen = True
+        elif kind == ControlType.SNAPSHOT_FOOTER:
+            _check_payload(decode_footer, record, pos, "SnapshotFooter")
+            self.footer_at = pos
+            if not last:
+                raise SnapshotError(f"records follow the SnapshotFooter in the batch at byte {pos}")
+        elif kind == ControlType.SNAPSHOT_HEADER:
+            raise SnapshotError(f"a second SnapshotHeader in the batch at byte {pos}")
+        elif kind is None:
+            self.values.append(record.value or b"")
+        # Other control records (KIP-853's KRaftVersion / KRaftVoters after the header) are
+        # the quorum's, not the image's: skipped, as the image skips them in the log.
+
+
+def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId | None = None) -> Image:
+    """The image a snapshot file holds; SnapshotError (one line) for anything but a whole,
+    valid snapshot of `snapshot_id` (when given; the image's own claim otherwise)."""
+    if len(data) == 0:
+        raise SnapshotError("empty file: no SnapshotHeader (truncated, or never written)")
+    buf = bytes(data)
+    reader = _Reader()
+    for pos, header in _batches(buf):
+        reader.batch(buf, pos, header)
+    if reader.footer_at is None:
+        raise SnapshotError(f"missing SnapshotFooter: the file ends at byte {len(buf)} "
+                            "without one (truncated, or not a finished snapshot)")
+    try:
+        image = Image.from_records(reader.values)
+    except ValueError as e:
+        raise SnapshotError(f"not an image: {e}") from None
+    claimed = image.snapshot_id
+    if reader.epoch != claimed.epoch:
+        raise SnapshotError(f"the batches have epoch {reader.epoch}, but the image inside is "
+                            f"{_name(claimed)}")
+    if snapshot_id is not None and claimed != snapshot_id:
+        raise SnapshotError(f"id mismatch: named {_name(snapshot_id)}, but the image inside is "
+                            f"{_name(claimed)}")
+    return image
+
+
+def _check_payload(decode: Any, record: StoredRecord, pos: int, what: str) -> None:
+    try:
+        message = decode(record.value or b"")
+    except Exception as e:  # kio raises several types for short or odd bytes
+        raise SnapshotError(f"unreadable {what} in the batch at byte {pos}: {e!r}") from None
+    if int(message.version) != 0:
+        raise SnapshotError(f"{what} version {int(message.version)} in the batch at byte {pos}; "
+                            "only version 0 is known")
+
+
+def _kind(control_type: int | None) -> str:
+    if control_type is None:
+        return "a data record"
+    try:
+        return f"a {ControlType(control_type).name} control record"
+    except ValueError:
+        return f"a control record of type {control_type}"
+
+
+def _name(snapshot_id: SnapshotId) -> str:
+    return f"(end offset {snapshot_id.end_offset}, epoch {snapshot_id.epoch})"
+
+
+# --- the files ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedSnapshot:
+    """A `.checkpoint` file `latest_valid` passed over, and why (one line)."""
+
+    path: Path
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.path}: ignored: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSnapshot:
+    """What `latest_valid` found: the newest valid snapshot (if any) and the files it skipped."""
+
+    snapshot: tuple[SnapshotId, Image] | None
+    skipped: list[SkippedSnapshot] = field(default_factory=list)
+
+
+class SnapshotFiles:
+    """The snapshots in a partition directory (`__cluster_metadata-0`).
+
+    Opening removes what a crash during a write or a deletion leaves (`*.checkpoint.part`,
+    `*.checkpoint.deleted`, listed in `removed`) unless `read_only`. Finished files are known by
+    name; their content is only trusted after `decode_snapshot` accepted it (`latest_valid`,
+    `write_bytes`).
+    """
+
+    def __init__(self, partition_dir: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.directory = Path(partition_dir)
+        self.read_only = read_only
+        self.removed: list[Path] = []
+        if not read_only and self.directory.is_dir():
+            for leftover in sorted(self.directory.iterdir()):
+                if leftover.name.endswith((PART_SUFFIX, DELETED_SUFFIX)):
+                    leftover.unlink()
+                    self.removed.append(leftover)
+            if self.removed:
+                fsync_dir(self.directory)
+
+    def path(self, snapshot_id: SnapshotId) -> Path:
+        return self.directory / snapshot_filename(snapshot_id)
+
+    def ids(self) -> list[SnapshotId]:
+        """Every finished snapshot file's id, ascending (by name; contents unchecked)."""
+        if not self.directory.is_dir():
+            return []
+        found = (parse_snapshot_filename(p.name) for p in self.directory.iterdir())
+        return sorted((i for i in found if i is not None), key=lambda i: (i.end_offset, i.epoch))
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def write(self, snapshot_id: SnapshotId, image: Image, timestamp_ms: int = 0) -> Path:
+        """Write the snapshot of `image` durably; returns its path."""
+        return self._durable_write(snapshot_id, encode_snapshot(snapshot_id, image, timestamp_ms))
+
+    def write_bytes(self, snapshot_id: SnapshotId, data: bytes) -> Image:
+        """Keep a snapshot received from the leader: decode it first (SnapshotError, nothing
+        written, when it is not a valid snapshot of `snapshot_id`), then write it durably."""
+        image = decode_snapshot(data, snapshot_id)
+        self._durable_write(snapshot_id, data)
+        return image
+
+    def _durable_write(self, snapshot_id: SnapshotId, data: bytes) -> Path:
+        if self.read_only:
+            raise ValueError(f"{self.directory}: snapshots were opened read-only")
+        final = self.path(snapshot_id)
+        part = final.with_name(final.name + ".part")
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                part.unlink()
+            raise
+        os.close(fd)
+        os.replace(part, final)
+        fsync_dir(self.directory)
+        return final
+
+    # --- reading (FetchSnapshot) ------------------------------------------------------------
+
+    def size(self, snapshot_id: SnapshotId) -> int | None:
+        """The file's size in bytes; None when there is no such snapshot."""
+        try:
+            return self.path(snapshot_id).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def read(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
+        """Up to `max_bytes` from `position` (fewer only at the end of the file)."""
+        if position < 0 or max_bytes < 0:
+            raise ValueError(f"read of snapshot {snapshot_filename(snapshot_id)} at position "
+                             f"{position}, max {max_bytes} bytes: both must be >= 0")
+        with open(self.path(snapshot_id), "rb") as f:
+            f.seek(position)
+            return f.read(max_bytes)
+
+    def read_all(self, snapshot_id: SnapshotId) -> bytes:
+        return self.path(snapshot_id).read_bytes()
+
+    def load(self, snapshot_id: SnapshotId) -> Image:
+        """The image in the file named `snapshot_id`; SnapshotError naming the file."""
+        path = self.path(snapshot_id)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise SnapshotError(f"{path}: cannot read: {e.strerror}") from None
+        try:
+            return decode_snapshot(data, snapshot_id)
+        except SnapshotError as e:
+            raise SnapshotError(f"{path}: {e}") from None
+
+    # --- deleting ---------------------------------------------------------------------------
+
+    def delete(self, snapshot_id: SnapshotId) -> bool:
+        """Remove one snapshot (durably); False if it was not there."""
+        try:
+            self.path(snapshot_id).unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(self.directory)
+        return True
+
+    def delete_older_than(self, snapshot_id: SnapshotId) -> list[SnapshotId]:
+        """Remove every snapshot below `snapshot_id` (by end offset, then epoch); the ids gone."""
+        key = (snapshot_id.end_offset, snapshot_id.epoch)
+        gone = [i for i in self.ids() if (i.end_offset, i.epoch) < key]
+        for old in gone:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(old).unlink()
+        if gone:
+            fsync_dir(self.directory)
+        return gone
+
+    # --- at start ---------------------------------------------------------------------------
+
+    def latest_valid(self) -> LoadedSnapshot:
+        """The newest snapshot that decodes and matches its name, with every newer file that
+        did not (and why). A corrupt snapshot is never served: the caller deletes or ignores it."""
+        skipped: list[SkippedSnapshot] = []
+        for snapshot_id in reversed(self.ids()):
+            try:
+                image = self.load(snapshot_id)
+            except SnapshotError as e:
+                skipped.append(SkippedSnapshot(self.path(snapshot_id),
+                                               str(e).removeprefix(f"{self.path(snapshot_id)}: ")))
+                continue
+            return LoadedSnapshot((snapshot_id, image), skipped)
+        return LoadedSnapshot(None, skipped)

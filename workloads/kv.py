@@ -1,0 +1,106 @@
+"""The `kv` workload: read, write and compare-and-set on a few keys, as Jepsen's register tests do.
+
+Ops (docs/architecture.md, register and key-value workloads):
+
+- `read {"key": K}` -> ok `{"key": K, "value": V}` (V null while the key has no value);
+- `write {"key": K, "value": V}` -> ok, the same;
+- `cas {"key": K, "from": A, "to": B}` -> ok `{..., "swapped": true | false}`.
+
+Keys are the integers 0 .. keys-1 (four by default): few enough that operations on one key overlap
+and the linearizability search has something to decide, many enough that one key's history stays
+short (the search is per key). Every value a write or cas puts is unique in the history (they count
+up from 1), so a read names the one write it saw and the search stays cheap. A cas expects the last
+value the generator learnt of for its key (null at first), so that many of them swap: a cas that
+never matches tests nothing but reads. Reads, writes and cas come a third each.
+
+After the faults heal, every node is asked for every key (`final_ops`): a write acknowledged and
+then lost shows as a final read that no order of the operations explains.
+
+`checkers.compose.check_kv` judges it: Wing-Gong-Lowe linearizability, each key a register.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checkers import compose
+from contracts.generator import PENDING, Context, Generator, Result, draw
+from contracts.history import Op
+from contracts.workload import Checker
+
+KEYS = 4
+
+
+@dataclass(frozen=True)
+class KvOps(Generator):
+    state: int
+    keys: int = KEYS
+    next_value: int = 1
+    # the last value learnt of for each key (from an ok op), what the next cas on it expects
+    known: tuple[Any, ...] = ()
+
+    def op(self, ctx: Context) -> Result:
+        if not ctx.free:
+            return PENDING, self
+        u, state = draw(self.state)
+        process = sorted(ctx.free)[int(u * len(ctx.free))]
+        u, state = draw(state)
+        key = int(u * self.keys)
+        u, state = draw(state)
+        if u < 1 / 3:
+            value: dict[str, Any] = {"key": key}
+            return _invoke(process, "read", value), replace(self, state=state)
+        if u < 2 / 3:
+            value = {"key": key, "value": self.next_value}
+            f = "write"
+        else:
+            value = {"key": key, "from": self._known(key), "to": self.next_value}
+            f = "cas"
+        return _invoke(process, f, value), replace(self, state=state,
+                                                   next_value=self.next_value + 1)
+
+    def update(self, ctx: Context, event: Op) -> Generator:
+        value = event.get("value")
+        if event.get("type") != "ok" or not isinstance(value, dict):
+            return self
+        key = value.get("key")
+        if not isinstance(key, int) or not 0 <= key < self.keys:
+            return self
+        f = event.get("f")
+        if f == "read" or f == "write":
+            seen = value.get("value")
+        elif f == "cas" and value.get("swapped") is True:
+            seen = value.get("to")
+        else:
+            return self
+        known = list(self.known) + [None] * (self.keys - len(self.known))
+        known[key] = seen
+        return replace(self, known=tuple(known))
+
+    def _known(self, key: int) -> Any:
+        return self.known[key] if key < len(self.known) else None
+
+
+def _invoke(process: int, f: str, value: dict[str, Any]) -> Op:
+    return {"process": process, "type": "invoke", "f": f, "value": value}
+
+
+@dataclass(frozen=True)
+class KvWorkload:
+    """The `kv` workload (a `contracts.workload.Workload`)."""
+
+    name: str = "kv"
+    checker: Checker = compose.check_kv
+    keys: int = KEYS
+
+    def generator(self, seed: int) -> Generator:
+        return KvOps(state=seed, keys=self.keys)
+
+    def final_ops(self) -> list[Op]:
+        """A read of every key, asked of every node once the faults are healed."""
+        return [{"type": "invoke", "f": "read", "value": {"key": key}, "final": True}
+                for key in range(self.keys)]
+
+
+KV = KvWorkload()
