@@ -127,12 +127,8 @@ class NodeHost:
         for line in self.disk.recovery.describe() if self.disk.recovery else ():
             log.warning("log recovery: %s", line)
         self.events = EventsWriter(cfg.metadata_log_dir, cfg.node_id)
-        start = self.disk.open_snapshots()
-        for line in start.notes:
-            log.warning("snapshots: %s", line)
+        start = self.disk.open_snapshots()  # its notes are in the recovery report, logged above
         self._log_invalid = start.log_invalid
-        if start.log_invalid is not None:
-            log.warning("log invalid: %s", start.log_invalid)
         state, entries = self.disk.initial_state()
         self.core = RaftCore(
             cfg.node_id, sorted(cfg.voters), self.cluster_id, raft_config(cfg),

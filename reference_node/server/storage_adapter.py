@@ -2,14 +2,11 @@
 
 Kept apart so that the CLI and the host see one small face of the storage package.
 
-KIP-630 at start (`Disk.open_snapshots`): the node's snapshots are judged before the core is
-built. Every `.checkpoint` file is decoded; one that does not decode (bad CRC, no footer, an id
-its content does not match) is ignored with a WARNING line and never served. Then KIP-630's
-"Validation of Snapshot and Log": a log that starts above 0 with no valid snapshot at or above
-its start is treated as empty (reset to offset 0, a WARNING and the event `log-invalid`); a
-latest snapshot beyond the log end restarts the log, empty, at that snapshot; a log start
-between snapshots moves up to the next valid one. The core is then built from the latest valid
-snapshot's image, the log that follows it, and the valid snapshot ids.
+KIP-630 at start: `NodeStorage.open` judges the snapshots and the log against each other
+(reference_node/storage/node.py: a corrupt snapshot is ignored and never served, a log start no
+valid snapshot reaches makes the log empty, ...); `Disk.open_snapshots` hands the core what it
+found: the latest valid snapshot's image, the valid snapshot ids, the log start's epoch, and why
+the log was treated as empty (the node's `log-invalid` event).
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ from reference_node.storage.log import MetadataLog
 from reference_node.storage.meta import META_PROPERTIES, format_storage
 from reference_node.storage.node import NodeStorage
 from reference_node.storage.quorum_state import QuorumState
-from reference_node.storage.snapshot import SnapshotError, SnapshotFiles
+from reference_node.storage.snapshot import SnapshotFiles
 
 T = TypeVar("T")
 
@@ -123,8 +120,6 @@ class StartSnapshots:
     log_start_epoch: int = 0
     log_invalid: str | None = None
     """Why the log was treated as empty (KIP-630's validation failed), or None."""
-    notes: list[str] = field(default_factory=list)
-    """What was ignored or changed on the way, one WARNING line each."""
 
 
 class Disk:
@@ -142,7 +137,7 @@ class Disk:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="disk")
         self.cluster_id: str = self._storage.meta.cluster_id
         self.recovery = self._storage.log.recovery
-        self.snapshots = SnapshotFiles(self._storage.log.directory)
+        self.snapshots = self._storage.snapshots
         self.snapshot_reader = SnapshotReader(self.snapshots)
 
     def initial_state(self) -> tuple[api.QuorumState, Sequence[Entry]]:
@@ -166,48 +161,18 @@ class Disk:
         return self._storage.log.start_offset
 
     def open_snapshots(self) -> StartSnapshots:
-        """Judge the snapshots and the log against each other (KIP-630), before the core is
-        built: see the module docstring. Runs before the disk thread has work."""
-        out = StartSnapshots()
-        out.notes.extend(f"{path}: removed (an unfinished write or deletion)"
-                         for path in self.snapshots.removed)
-        valid: dict[SnapshotId, Image] = {}
-        for snapshot_id in self.snapshots.ids():
-            try:
-                valid[snapshot_id] = self.snapshots.load(snapshot_id)
-            except SnapshotError as exc:
-                out.notes.append(f"snapshot ignored (never served): {exc}")
-        log = self._storage.log
-        start = log.start_offset
-        if start > 0 and not any(s.end_offset >= start for s in valid):
-            out.log_invalid = (
-                f"the log starts at offset {start} but no valid snapshot ends at or above it "
-                f"(valid snapshots: {_names(valid)}): the log is treated as empty (KIP-630)")
-            _reset_log(log, 0, 0)
-            start = 0
-        ids = sorted(valid)
-        latest = ids[-1] if ids else None
-        if latest is not None and latest.end_offset > log.end_offset:
-            out.notes.append(
-                f"the latest snapshot {_names([latest])} ends beyond the log end offset "
-                f"{log.end_offset}: the log restarts, empty, at it (KIP-630)")
-            _reset_log(log, latest.end_offset, latest.epoch)
-            start = latest.end_offset
-        at_start = [s for s in ids if s.end_offset == start]
-        if start > 0 and not at_start:
-            above = min(s for s in ids if s.end_offset >= start)
-            out.notes.append(f"the log start offset {start} is no snapshot's end: it moves up "
-                             f"to the next valid snapshot {_names([above])}")
-            _delete_log_before(log, above.end_offset, above.epoch)
-            start, at_start = above.end_offset, [above]
-        # Snapshots below the log start are kept (retention deletes them); those whose image
-        # the log cannot follow from its start are not this node's to build on.
-        out.snapshot_ids = ids
-        out.log_start_epoch = at_start[-1].epoch if start > 0 else 0
-        usable = [s for s in ids if start <= s.end_offset <= log.end_offset]
-        if usable:
-            out.image = valid[usable[-1]]
-        return out
+        """What `NodeStorage.open` found when it judged the snapshots and the log against each
+        other (KIP-630; reference_node/storage/node.py): the latest valid snapshot's image, the
+        valid snapshot ids, the log start's epoch, and why the log was treated as empty. Its
+        notes are in the recovery report the node logs."""
+        storage = self._storage
+        latest = storage.latest_snapshot
+        return StartSnapshots(
+            image=None if latest is None else latest[1],
+            snapshot_ids=list(storage.snapshot_ids),
+            log_start_epoch=storage.log_start_epoch,
+            log_invalid=storage.log_invalid,
+        )
 
     def _run(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
@@ -239,7 +204,7 @@ class Disk:
     def reset_log(self, snapshot_id: SnapshotId) -> asyncio.Future[None]:
         """A snapshot was installed: the log restarts, empty, at its end; older snapshots go."""
         def run() -> None:
-            _reset_log(self._storage.log, snapshot_id.end_offset, snapshot_id.epoch)
+            self._storage.log.reset_to(snapshot_id.end_offset, snapshot_id.epoch)
             self.snapshots.delete_older_than(snapshot_id)
 
         return self._run(run)
@@ -248,7 +213,7 @@ class Disk:
         """Retention: the log start moves up to the snapshot's end (whole segments below it are
         deleted) and older snapshots go."""
         def run() -> None:
-            _delete_log_before(self._storage.log, snapshot_id.end_offset, snapshot_id.epoch)
+            self._storage.log.delete_before(snapshot_id.end_offset, snapshot_id.epoch)
             self.snapshots.delete_older_than(snapshot_id)
 
         return self._run(run)
@@ -269,21 +234,6 @@ class Disk:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._storage.close()
-
-
-def _names(ids: object) -> str:
-    listed = [f"{s.end_offset}-{s.epoch}" for s in ids]  # type: ignore[attr-defined]
-    return ", ".join(listed) if listed else "none"
-
-
-def _reset_log(log: MetadataLog, offset: int, epoch: int) -> None:
-    """Remove the whole log; it starts again, empty, at `offset` (after an entry of `epoch`)."""
-    log.reset_to(offset, epoch)
-
-
-def _delete_log_before(log: MetadataLog, offset: int, epoch: int) -> None:
-    """The log start moves up to `offset` (the entry before it has `epoch`)."""
-    log.delete_before(offset, epoch)
 
 
 def _unusable_epoch(path: object, epoch: int) -> str:
