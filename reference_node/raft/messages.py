@@ -245,8 +245,24 @@ class EndQuorumEpochResponse:
 # --- Fetch ----------------------------------------------------------------------------------------
 
 
+class _FromReplica:
+    """Fetch and FetchSnapshot: sent by a follower or observer, in the epoch it believes in."""
+
+    __slots__ = ()
+    replica_id: int
+    current_leader_epoch: int
+
+    @property
+    def sender(self) -> int:
+        return self.replica_id
+
+    @property
+    def epoch(self) -> int:
+        return self.current_leader_epoch
+
+
 @dataclass(frozen=True, slots=True)
-class FetchRequest:
+class FetchRequest(_FromReplica):
     """A follower's or observer's pull.
 
     `replica_id` is the fetcher; `current_leader_epoch` is the epoch the fetcher believes in (Kafka's
@@ -261,14 +277,6 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 500
-
-    @property
-    def sender(self) -> int:
-        return self.replica_id
-
-    @property
-    def epoch(self) -> int:
-        return self.current_leader_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +301,7 @@ class FetchResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchSnapshotRequest:
+class FetchSnapshotRequest(_FromReplica):
     """Ask the leader for the bytes of snapshot `snapshot_id` from `position` (at most
     `max_bytes`). Sent by a follower or observer that a Fetch answered with a SnapshotId."""
 
@@ -303,14 +311,6 @@ class FetchSnapshotRequest:
     snapshot_id: SnapshotId
     position: int
     max_bytes: int
-
-    @property
-    def sender(self) -> int:
-        return self.replica_id
-
-    @property
-    def epoch(self) -> int:
-        return self.current_leader_epoch
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,15 +56,32 @@ def malformed_fetch(req: FetchRequest) -> bool:
     )
 
 
-def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
-    state = core.state
-    # A newer epoch is refused (Kafka's UNKNOWN_LEADER_EPOCH), not followed: the leader's own
-    # BeginQuorumEpoch or a response will bring it.
+def serving_leader(core: CoreOps, src: int, req: FetchRequest | FetchSnapshotRequest
+                   ) -> Leader | None:
+    """The leader state that serves a fetch of either kind, or None once the fetch is refused.
+    A newer epoch is refused (Kafka's UNKNOWN_LEADER_EPOCH), not followed: the leader's own
+    BeginQuorumEpoch or a response will bring it."""
     if req.current_leader_epoch > core.epoch:
         core.refuse(src, req, ErrorCode.unknown_leader_epoch)
-        return
+        return None
+    state = core.state
     if not isinstance(state, Leader):
         core.refuse(src, req, ErrorCode.not_leader_or_follower)
+        return None
+    return state
+
+
+def replica_progress(state: Leader, rid: int) -> ReplicaProgress:
+    """The leader's progress row of replica `rid`, made at its first fetch of this epoch."""
+    prog = state.progress.get(rid)
+    if prog is None:
+        prog = state.progress[rid] = ReplicaProgress()
+    return prog
+
+
+def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
+    state = serving_leader(core, src, req)
+    if state is None:
         return
     rid = req.replica_id
     # A fetcher that must install a snapshot first (KIP-630), or whose log diverges, has made
@@ -72,9 +89,7 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     progress = not core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch) and (
         core.log.diverging(req.fetch_offset, req.last_fetched_epoch) is None
     )
-    prog = state.progress.get(rid)
-    if prog is None:
-        prog = state.progress[rid] = ReplicaProgress()
+    prog = replica_progress(state, rid)
     if progress:
         prog.fetched(core.now, req.fetch_offset, own_offset(core))
     else:

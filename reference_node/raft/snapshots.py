@@ -38,7 +38,7 @@ from reference_node.raft.messages import (
     SnapshotId,
 )
 from reference_node.raft.ops import CoreOps
-from reference_node.raft.states import NEVER, Follower, Leader, ReplicaProgress
+from reference_node.raft.states import NEVER, Follower, Leader
 
 _APPLY_CHUNK = 1024
 """Entries read from the log at a time while applying (the host's storage may serve them)."""
@@ -273,12 +273,8 @@ def malformed_fetch_snapshot(core: CoreOps, req: FetchSnapshotRequest) -> ErrorC
 
 def on_fetch_snapshot_request(core: CoreOps, src: int, req: FetchSnapshotRequest) -> None:
     """Kafka's handleFetchSnapshotRequest: a chunk of a durable snapshot, from the leader only."""
-    state = core.state
-    if req.current_leader_epoch > core.epoch:
-        core.refuse(src, req, ErrorCode.unknown_leader_epoch)
-        return
-    if not isinstance(state, Leader):
-        core.refuse(src, req, ErrorCode.not_leader_or_follower)
+    state = replication.serving_leader(core, src, req)
+    if state is None:
         return
     store = core.snapshot_store
     known = req.snapshot_id in core.snapshot_state.durable
@@ -295,10 +291,7 @@ def on_fetch_snapshot_request(core: CoreOps, src: int, req: FetchSnapshotRequest
     rid = req.replica_id
     # The fetcher follows this leader in this epoch: a contact, as a Fetch is (check-quorum,
     # endorsement, read confirmation), though no offset progress.
-    prog = state.progress.get(rid)
-    if prog is None:
-        prog = state.progress[rid] = ReplicaProgress()
-    prog.last_fetch_ms = core.now
+    replication.replica_progress(state, rid).last_fetch_ms = core.now
     if rid in core.voters:
         replication.note_voter_contact(core, state, rid)
     core.answer(src, req, FetchSnapshotResponse(
