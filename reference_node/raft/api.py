@@ -6,12 +6,14 @@ which a host must carry out the core's output.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, ErrorCode, Message, SnapshotId
+from reference_node.raft.voters import Voter, VoterSet
 
 # --- inputs ---------------------------------------------------------------------------------------
 
@@ -97,9 +99,43 @@ class SnapshotRefused:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class AddVoter:
+    """KIP-853's AddRaftVoter, on the leader: make replica `voter` (id, directory id, endpoints) a
+    voter once it is caught up. Answered by a `VoterChangeReply` when the new set commits, or
+    with Kafka's error (NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_VERSION, REQUEST_TIMED_OUT while
+    another change is uncommitted or the replica does not catch up within the request timeout,
+    DUPLICATE_VOTER)."""
+
+    request_id: int
+    voter: Voter
+    timeout_ms: int | None = None
+    """How long to wait for the replica to catch up (Kafka's TimeoutMs); None: the request
+    timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveVoter:
+    """KIP-853's RemoveRaftVoter, on the leader: the replica (`voter_id`, `directory_id`) stops
+    voting. VOTER_NOT_FOUND when it is not a voter, or is the last one. A leader that removes
+    itself leads on until the new set commits, then resigns."""
+
+    request_id: int
+    voter_id: int
+    directory_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoter:
+    """KIP-853's UpdateRaftVoter: a voter (same id and directory) announces new endpoints."""
+
+    request_id: int
+    voter: Voter
+
+
 Input = (
     Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown | SnapshotWritten
-    | SnapshotLoaded | SnapshotRefused
+    | SnapshotLoaded | SnapshotRefused | AddVoter | RemoveVoter | UpdateVoter
 )
 
 
@@ -176,7 +212,19 @@ class ReadReply:
     """For a `ClientRead(image=True)`: the kv map at `high_watermark`, as sorted pairs."""
 
 
-ClientReply = AppendReply | ReadReply
+@dataclass(frozen=True, slots=True)
+class VoterChangeReply:
+    """Answer to `AddVoter`, `RemoveVoter` or `UpdateVoter`: NONE once the new voter set is
+    committed, else Kafka's error with a one-line `message` (Kafka's ErrorMessage)."""
+
+    request_id: int
+    error: ErrorCode
+    message: str | None = None
+    leader_id: int | None = None
+    leader_epoch: int = 0
+
+
+ClientReply = AppendReply | ReadReply | VoterChangeReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +260,12 @@ class Ready:
     8. `delete_before`, when not None: the log start offset moves up to
        `delete_before.end_offset` (a durable snapshot covers what is below): delete the segments
        wholly below it and every snapshot older than `delete_before`.
-    9. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
-    10. `replies`: answer the clients.
-    11. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
+    9. `voters`, when not None: the voter set in effect changed (a VotersRecord was appended,
+       truncated away, or came with an installed snapshot): learn the voters' endpoints from it,
+       so that this Ready's messages reach a voter just added.
+    10. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
+    11. `replies`: answer the clients.
+    12. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
 
     Then call `advance(ready)`. Step no input between `ready()` and `advance()`.
     """
@@ -227,6 +278,7 @@ class Ready:
     snapshot_received: tuple[SnapshotId, bytes] | None = None
     log_reset: SnapshotId | None = None
     delete_before: SnapshotId | None = None
+    voters: VoterSet | None = None
     messages: list[Send] = field(default_factory=list)
     replies: list[ClientReply] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -239,6 +291,7 @@ class Ready:
             or self.snapshot_received is not None
             or self.log_reset is not None
             or self.delete_before is not None
+            or self.voters is not None
             or self.entries
             or self.flush
             or self.messages
@@ -255,6 +308,7 @@ class ReplicaDescription:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    directory_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,3 +320,6 @@ class QuorumDescription:
     high_watermark: int
     voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...]
+    voter_set: VoterSet | None = None
+    """The voter set in effect (with endpoints): DescribeQuorum v2's Nodes."""
+    kraft_version: int = 0

@@ -59,6 +59,20 @@ class Unsafe(enum.Enum):
         "delete the log below a snapshot before the snapshot is durable",
     )
 
+    LEADER_REMOVE_NO_RESIGN = (
+        "leader-remove-no-resign",
+        "a leader that removed itself leads on, counting itself toward the HW (KAFKA-16530)",
+    )
+    CONCURRENT_VOTER_CHANGES = (
+        "concurrent-voter-changes",
+        "accept a voter change while another is uncommitted",
+    )
+    ADD_UNFLUSHED_VOTER = (
+        "add-unflushed-voter",
+        "an observer fetches from its unflushed log end, so a promoted observer's unflushed "
+        "entries count toward the HW (KAFKA-17332)",
+    )
+
     @classmethod
     def names(cls) -> str:
         """The valid names, comma-separated, for help texts and error messages."""

@@ -19,13 +19,15 @@ and `replication` Fetch, the high watermark and client requests; both see the co
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from reference_node.raft import election, replication
+from reference_node.raft import election, membership, replication
 from reference_node.raft import snapshots as snapshotting
 from reference_node.raft.api import (
+    AddVoter,
     AppendReply,
     ClientAppend,
     ClientRead,
@@ -37,6 +39,7 @@ from reference_node.raft.api import (
     ReadReply,
     Ready,
     Receive,
+    RemoveVoter,
     ReplicaDescription,
     Send,
     Shutdown,
@@ -46,6 +49,8 @@ from reference_node.raft.api import (
     SnapshotWrite,
     SnapshotWritten,
     Tick,
+    UpdateVoter,
+    VoterChangeReply,
 )
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.image import Image
@@ -84,9 +89,10 @@ from reference_node.raft.states import (
     State,
     Unattached,
 )
-from reference_node.raft.voters import VoterSet
+from reference_node.raft.voters import VoterHistory, VoterSet
 
 __all__ = [
+    "AddVoter",
     "AppendReply",
     "ClientAppend",
     "ClientRead",
@@ -99,12 +105,15 @@ __all__ = [
     "ReadReply",
     "Ready",
     "Receive",
+    "RemoveVoter",
     "Send",
     "Shutdown",
     "SnapshotLoaded",
     "SnapshotRefused",
     "SnapshotWritten",
     "Tick",
+    "UpdateVoter",
+    "VoterChangeReply",
 ]
 
 _BACKOFF_BASE_MS = 100
@@ -125,12 +134,18 @@ class RaftCore:
     (ascending), `image` the state machine decoded from the latest one (None: the empty image,
     for a log that starts at 0), `snapshot_store` to read them from when a follower fetches one.
     The log start is 0 or a snapshot's end offset; the image ends within the log.
+
+    Voters (KIP-853): `voters` is the static set (`controller.quorum.voters`, kraft.version 0), or
+    None when there is none; the image's voter set (a snapshot's, or a bootstrap checkpoint's) and
+    the VotersRecords of the log take its place (`VoterHistory`). `directory_id` is this replica's;
+    `bootstrap` are ids (negative, as Kafka numbers its bootstrap servers from -2) the host maps to
+    `controller.quorum.bootstrap.servers`: an observer that knows no leader fetches from one.
     """
 
     def __init__(
         self,
         node_id: int,
-        voters: VoterSet | Iterable[int],
+        voters: VoterSet | Iterable[int] | None,
         cluster_id: str | None,
         config: RaftConfig,
         rng: random.Random,
@@ -142,9 +157,16 @@ class RaftCore:
         image: Image | None = None,
         snapshots: Sequence[SnapshotId] = (),
         snapshot_store: SnapshotStore | None = None,
+        directory_id: uuid.UUID | None = None,
+        bootstrap: Sequence[int] = (),
     ) -> None:
         self.node_id = node_id
-        self.voters = voters if isinstance(voters, VoterSet) else VoterSet.of(voters)
+        self.directory_id = directory_id
+        self.bootstrap = tuple(bootstrap)
+        if voters is None:
+            self.static_voters = VoterSet()
+        else:
+            self.static_voters = voters if isinstance(voters, VoterSet) else VoterSet.of(voters)
         self.cluster_id = cluster_id
         self.config = config
         self.rng = rng
@@ -156,7 +178,7 @@ class RaftCore:
         self.snapshot_state = snapshotting.initial_state(self.log, self.image, list(snapshots),
                                                       now_ms)
         self.hw = max(log_start_offset, self.image.end_offset)
-        self.is_voter = node_id in self.voters
+        self.voter_history = _voter_history(self.static_voters, self.image, self.log)
         self.shutting_down = False
         self.election_retries = 0
         self._out = Ready()
@@ -189,6 +211,71 @@ class RaftCore:
         else:
             self._set_state(self._new_unattached())
         replication.maybe_fetch(self)
+
+    # --- voters (KIP-853) -----------------------------------------------------------------------
+
+    @property
+    def voters(self) -> VoterSet:
+        """The voter set in effect: the latest in the log, committed or not."""
+        return self.voter_history.latest()
+
+    @property
+    def is_voter(self) -> bool:
+        return self.voter_history.latest().is_voter(self.node_id, self.directory_id)
+
+    @property
+    def kraft_version(self) -> int:
+        return self.voter_history.kraft_version
+
+    def _note_voter_entries(self, entries: Sequence[Entry]) -> None:
+        """Appended entries: a VotersRecord takes effect now, before it commits (KIP-853)."""
+        was_voter, before = self.is_voter, self.voters
+        for entry in entries:
+            if entry.kind is EntryKind.VOTERS:
+                self.voter_history.add(entry.offset, VoterSet.decode(entry.payload))
+            elif entry.kind is EntryKind.KRAFT_VERSION:
+                self.voter_history.add_kraft_version(entry.offset, int(entry.payload))
+        if self.voters != before:
+            self._voters_changed(was_voter)
+
+    def reset_voters(self, image: Image) -> None:
+        """A snapshot was installed: its voter set (or the static one) is the set in effect."""
+        was_voter, before = self.is_voter, self.voters
+        base = image.voters if image.voters is not None else self.static_voters
+        self.voter_history.reset(base, image.kraft_version)
+        if self.voters != before:
+            self._voters_changed(was_voter)
+
+    def _voters_changed(self, was_voter: bool) -> None:
+        """The set in effect changed (appended, truncated away, installed): the leader tracks and
+        tells its new voters; a replica that joined or left the set changes role."""
+        voters = self.voters
+        self._out.voters = voters
+        self.event(type="voters", epoch=self.epoch, voters=voters.sorted(),
+                   offset=self.voter_history.latest_offset(), end_offset=self.log.end_offset)
+        state = self.state
+        if isinstance(state, Leader):
+            for v in voters.ids:
+                if v != self.node_id:
+                    replication.replica_progress(state, v)
+            election.send_begin_quorum(self)
+            return
+        if was_voter == self.is_voter:
+            return
+        if self.is_voter:
+            # Promoted: it campaigns from now on when it hears from no leader.
+            if isinstance(state, Unattached):
+                state.election_deadline = self.now + self.random_election_timeout()
+            self._state_event(state.name)
+            return
+        # Removed: an observer from now on; a round it had open cannot count.
+        if isinstance(state, Prospective | Candidate):
+            self.become_unattached(self.epoch)
+            return
+        if isinstance(state, Unattached):
+            state.election_deadline = NEVER
+            replication.maybe_fetch(self)
+        self._state_event("observer" if isinstance(state, Unattached | Follower) else state.name)
 
     # --- host API -----------------------------------------------------------------------------
 
@@ -294,18 +381,25 @@ class RaftCore:
                 if rid not in self.voters and _observer_expired(prog, self.now):
                     continue
                 rows[rid] = ReplicaDescription(
-                    rid, prog.end_offset, prog.last_fetch_ms, prog.last_caught_up_ms
+                    rid, prog.end_offset, prog.last_fetch_ms, prog.last_caught_up_ms,
+                    prog.directory_id,
                 )
             # The leader's own end offset is what it has flushed, as Kafka's LeaderState counts
             # it (the same offset the high watermark counts for it).
             rows[self.node_id] = ReplicaDescription(
-                self.node_id, replication.own_offset(self), self.now, self.now
+                self.node_id, replication.own_offset(self), self.now, self.now, self.directory_id
             )
             hw = self.hw if state.hw_known else -1
-        voters = tuple(rows.get(v, ReplicaDescription(v, -1, -1, -1)) for v in self.voters.sorted())
-        observers = tuple(rows[r] for r in sorted(rows) if r not in self.voters)
+        vs = self.voters
+        voters = tuple(
+            replace(rows[v.id], directory_id=v.directory_id) if v.id in rows
+            else ReplicaDescription(v.id, -1, -1, -1, v.directory_id)
+            for v in vs
+        )
+        observers = tuple(rows[r] for r in sorted(rows) if r not in vs)
         leader = self.leader_id if self.leader_id is not None else NO_LEADER
-        return QuorumDescription(leader, self.epoch, hw, voters, observers)
+        return QuorumDescription(leader, self.epoch, hw, voters, observers, vs,
+                                 self.kraft_version)
 
     # --- output helpers (used by election / replication) ----------------------------------------
 
@@ -339,6 +433,8 @@ class RaftCore:
             self.log.append(entry)
         self._out.entries.extend(entries)
         self._out.flush = True
+        if any(e.kind is EntryKind.VOTERS or e.kind is EntryKind.KRAFT_VERSION for e in entries):
+            self._note_voter_entries(entries)
         if self.config.has(Unsafe.SNAPSHOT_UNCOMMITTED):
             snapshotting.apply_committed(self)  # the defect: applied before it is committed
 
@@ -346,6 +442,9 @@ class RaftCore:
         if offset >= self.log.end_offset:
             return
         self.log.truncate(offset)
+        was_voter = self.is_voter
+        if self.voter_history.truncate(offset):
+            self._voters_changed(was_voter)  # an uncommitted VotersRecord is undone (KIP-853)
         out = self._out
         # Entries of this very Ready at or past `offset` never reach the disk.
         out.entries = [e for e in out.entries if e.offset < offset]
@@ -382,6 +481,7 @@ class RaftCore:
     def delete_log_before(self, snapshot_id: SnapshotId) -> None:
         """Retention: the log start moves up to the snapshot."""
         self.log.advance_start(snapshot_id.end_offset, snapshot_id.epoch)
+        self.voter_history.trim_below(snapshot_id.end_offset)
         out = self._out
         if out.delete_before is None or out.delete_before < snapshot_id:
             out.delete_before = snapshot_id
@@ -698,6 +798,23 @@ class RaftCore:
             state.election_deadline = NEVER
 
 
+def _voter_history(static: VoterSet, image: Image, log: RaftLog) -> VoterHistory:
+    """The voter sets at start: the image's (it applied every VotersRecord below its end) or the
+    static set, then the VotersRecords of the log past the image, read once."""
+    history = VoterHistory(image.voters if image.voters is not None else static,
+                           image.kraft_version)
+    offset = max(log.start_offset, image.end_offset)
+    while offset < log.end_offset:
+        chunk = log.read(offset, log.end_offset, 1024)
+        for entry in chunk:
+            if entry.kind is EntryKind.VOTERS:
+                history.add(entry.offset, VoterSet.decode(entry.payload))
+            elif entry.kind is EntryKind.KRAFT_VERSION:
+                history.add_kraft_version(entry.offset, int(entry.payload))
+        offset = chunk[-1].offset + 1
+    return history
+
+
 def _check_image(image: Image, log: RaftLog) -> None:
     """The image the host loaded must sit on the log: within it, and never below its start."""
     if not log.start_offset <= image.end_offset <= log.end_offset:
@@ -766,7 +883,7 @@ def _tick_candidate(core: RaftCore) -> None:
 def _tick_leader(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Leader)
-    if len(state.fetched_since_check) >= core.voters.majority:
+    if core.voters.count(state.fetched_since_check) >= core.voters.majority:
         # The leader is a majority by itself (a one-voter set): it has its quorum with no Fetch.
         # With more voters the set is emptied the moment it reaches a majority, so never here.
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
@@ -777,6 +894,8 @@ def _tick_leader(core: RaftCore) -> None:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     election.send_begin_quorum(core)
     replication.expire_parked(core)
+    if state.voter_changes:
+        membership.try_add(core, state)
     for rid in [r for r, p in state.progress.items() if r not in core.voters]:
         if _observer_expired(state.progress[rid], core.now):
             del state.progress[rid]  # Kafka's clearInactiveObservers
@@ -790,6 +909,10 @@ def _tick_resigned(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Resigned)
     if core.now >= state.election_deadline and not core.shutting_down:
+        if not core.is_voter:
+            # A leader that removed itself (KIP-853): an observer now; it looks for the leader.
+            core.become_unattached(core.epoch)
+            return
         core.start_election()
         return
     election.send_end_quorum(core)
@@ -833,6 +956,9 @@ _INPUTS: dict[type, Callable[[RaftCore, Any], None]] = {
     SnapshotWritten: snapshotting.on_snapshot_written,
     SnapshotLoaded: snapshotting.on_snapshot_loaded,
     SnapshotRefused: snapshotting.on_snapshot_refused,
+    AddVoter: membership.on_add_voter,
+    RemoveVoter: membership.on_remove_voter,
+    UpdateVoter: membership.on_update_voter,
 }
 
 

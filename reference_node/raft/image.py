@@ -14,7 +14,10 @@ the same offset. What it keeps:
   history observed, `fold_digest`).
 
 Control records (LeaderChange, ...) move `end_offset` and `epoch` but change nothing else: they
-are the quorum's bookkeeping, not the state's, and readers never see their values.
+are the quorum's bookkeeping, not the state's, and readers never see their values. Two are kept,
+as a KRaft snapshot keeps them (KIP-853): the voter set of the latest VotersRecord applied
+(`voters`, None while there was none: the static `controller.quorum.voters`) and the
+`kraft.version` of the latest KRaftVersionRecord (`kraft_version`).
 
 A kv command is a data record whose value is a JSON object (`encode_write`, `encode_cas`); any
 other value (the `append` workload's decimals) is opaque data, counted and digested only.
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
+from reference_node.raft.voters import VoterSet
 
 __all__ = [
     "GENESIS_DIGEST",
@@ -103,10 +107,11 @@ class Image:
     Mutable, owned by the core; `copy()` gives the frozen-in-time copy a snapshot is written from.
     """
 
-    __slots__ = ("digest", "end_offset", "epoch", "kv", "records")
+    __slots__ = ("digest", "end_offset", "epoch", "kraft_version", "kv", "records", "voters")
 
     def __init__(self, end_offset: int = 0, epoch: int = 0, records: int = 0,
-                 digest: bytes = GENESIS_DIGEST, kv: dict[Key, Any] | None = None) -> None:
+                 digest: bytes = GENESIS_DIGEST, kv: dict[Key, Any] | None = None,
+                 voters: VoterSet | None = None, kraft_version: int = 0) -> None:
         self.end_offset = end_offset
         """Every entry below it is applied (a snapshot of this image has this end offset)."""
         self.epoch = epoch
@@ -114,6 +119,9 @@ class Image:
         self.records = records
         self.digest = digest
         self.kv: dict[Key, Any] = dict(kv) if kv else {}
+        self.voters = voters
+        """The voter set at `end_offset` when a VotersRecord was applied (or bootstrapped)."""
+        self.kraft_version = kraft_version
 
     @property
     def snapshot_id(self) -> SnapshotId:
@@ -127,6 +135,10 @@ class Image:
         self.end_offset += 1
         self.epoch = entry.epoch
         if entry.kind is not EntryKind.DATA:
+            if entry.kind is EntryKind.VOTERS:
+                self.voters = VoterSet.decode(entry.payload)
+            elif entry.kind is EntryKind.KRAFT_VERSION:
+                self.kraft_version = int(entry.payload)
             return None
         self.records += 1
         self.digest = fold_digest(self.digest, entry.offset, entry.payload)
@@ -142,7 +154,8 @@ class Image:
         return "swapped"
 
     def copy(self) -> Image:
-        return Image(self.end_offset, self.epoch, self.records, self.digest, self.kv)
+        return Image(self.end_offset, self.epoch, self.records, self.digest, self.kv,
+                     self.voters, self.kraft_version)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Image) and self._fields() == other._fields()
@@ -155,7 +168,8 @@ class Image:
                 f"digest={self.digest.hex()}, keys={len(self.kv)})")
 
     def _fields(self) -> tuple[Any, ...]:
-        return (self.end_offset, self.epoch, self.records, self.digest, self.kv)
+        return (self.end_offset, self.epoch, self.records, self.digest, self.kv, self.voters,
+                self.kraft_version)
 
     # --- the snapshot's records ------------------------------------------------------------------
 
@@ -164,6 +178,10 @@ class Image:
         record per key, in key order (so equal images give equal snapshots, byte for byte)."""
         head = {"end_offset": self.end_offset, "epoch": self.epoch, "records": self.records,
                 "digest": self.digest.hex(), "keys": len(self.kv)}
+        if self.voters is not None or self.kraft_version:
+            head["kraft_version"] = self.kraft_version
+            head["voters"] = (json.loads(self.voters.encode())
+                              if self.voters is not None else None)
         out = [json.dumps({"image": head}, sort_keys=True).encode()]
         dumps = json.dumps
         # The bytes of json.dumps({"key": k, "value": v}, sort_keys=True), built without a dict
@@ -183,6 +201,9 @@ class Image:
             image = cls(int(head["end_offset"]), int(head["epoch"]), int(head["records"]),
                         bytes.fromhex(head["digest"]))
             keys = int(head["keys"])
+            image.kraft_version = int(head.get("kraft_version", 0))
+            if head.get("voters") is not None:
+                image.voters = VoterSet.decode(json.dumps(head["voters"]).encode())
         except StopIteration:
             raise ValueError("snapshot holds no records (the image header is missing)") from None
         except (ValueError, KeyError, TypeError) as exc:

@@ -15,10 +15,14 @@ Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `Err
 | UNKNOWN_LEADER_EPOCH | 75 | a Fetch names an epoch newer than ours |
 | NOT_LEADER_OR_FOLLOWER | 6 | a Fetch (or client request) reached a node that is not the leader |
 | INCONSISTENT_VOTER_SET | 94 | a voter-only request from or to a non-voter |
-| INVALID_VOTER_KEY | 132 | the request's VoterId is not this node |
+| INVALID_VOTER_KEY | 125 | the request's VoterId is not this node |
 | INVALID_REQUEST | 42 | malformed (negative offsets, a LastFetchedEpoch above the epoch, ...) |
 | SNAPSHOT_NOT_FOUND | 98 | a FetchSnapshot names a snapshot the leader does not have (any more) |
 | POSITION_OUT_OF_RANGE | 99 | a FetchSnapshot's position is past the snapshot's size |
+| UNSUPPORTED_VERSION | 35 | a voter change while `kraft.version` is 0 (static voters) |
+| REQUEST_TIMED_OUT | 7 | a voter change while another is uncommitted, or a new voter not caught up in time |
+| DUPLICATE_VOTER | 126 | AddRaftVoter of a replica id that already votes |
+| VOTER_NOT_FOUND | 127 | Remove/UpdateRaftVoter of a replica that does not vote, or removing the last voter |
 
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).
@@ -28,6 +32,7 @@ Every request names its `sender` and the `epoch` it claims, whatever Kafka calls
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -67,6 +72,11 @@ class EntryKind(enum.Enum):
     DATA = "data"
     LEADER_CHANGE = "leader-change"
     """Written by a new leader as the first entry of its epoch (KIP-595); lets the HW advance."""
+    KRAFT_VERSION = "kraft-version"
+    """Kafka's KRaftVersionRecord (KIP-853): the `kraft.version` feature level, as decimal text."""
+    VOTERS = "voters"
+    """Kafka's VotersRecord (KIP-853): the whole voter set, as `VoterSet.encode()`. In effect from
+    the moment it is appended (not committed); undone by a truncation that removes it."""
     CONTROL = "control"
     """Any other control record (a type this node does not interpret, e.g. one a newer Kafka
     writes): replicated and stored byte for byte under its own type, never read as anything else."""
@@ -277,6 +287,10 @@ class FetchRequest(_FromReplica):
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 500
+    replica_directory_id: uuid.UUID | None = None
+    """KIP-853: the fetcher's directory id (Kafka's ReplicaDirectoryId); None when not sent. The
+    leader keys its progress by (`replica_id`, this): AddRaftVoter adds a replica it has seen
+    caught up."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,11 @@ response names.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable
 from typing import Any
 
+from reference_node.raft import membership
 from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import (
@@ -40,7 +42,11 @@ from reference_node.raft.states import (
 
 def own_offset(core: CoreOps) -> int:
     """What this node counts (leader) or reports (follower) as its log end: flushed only."""
-    return core.log.end_offset if core.config.has(Unsafe.SKIP_FLUSH) else core.log.flushed_end
+    if core.config.has(Unsafe.SKIP_FLUSH):
+        return core.log.end_offset
+    if core.config.has(Unsafe.ADD_UNFLUSHED_VOTER) and not core.is_voter:
+        return core.log.end_offset  # the defect (KAFKA-17332): an observer need not flush first
+    return core.log.flushed_end
 
 
 # --- leader side ----------------------------------------------------------------------------------
@@ -71,11 +77,16 @@ def serving_leader(core: CoreOps, src: int, req: FetchRequest | FetchSnapshotReq
     return state
 
 
-def replica_progress(state: Leader, rid: int) -> ReplicaProgress:
-    """The leader's progress row of replica `rid`, made at its first fetch of this epoch."""
+def replica_progress(state: Leader, rid: int, directory_id: uuid.UUID | None = None
+                     ) -> ReplicaProgress:
+    """The leader's progress row of replica `rid`, made at its first fetch of this epoch. A
+    fetch from another directory of that id (the disk was replaced) starts the row over: what
+    the old directory held proves nothing of the new one."""
     prog = state.progress.get(rid)
-    if prog is None:
-        prog = state.progress[rid] = ReplicaProgress()
+    if prog is None or (directory_id is not None and prog.directory_id not in (None, directory_id)):
+        prog = state.progress[rid] = ReplicaProgress(directory_id=directory_id)
+    elif directory_id is not None:
+        prog.directory_id = directory_id
     return prog
 
 
@@ -89,16 +100,19 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     progress = not core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch) and (
         core.log.diverging(req.fetch_offset, req.last_fetched_epoch) is None
     )
-    prog = replica_progress(state, rid)
+    prog = replica_progress(state, rid, req.replica_directory_id)
     if progress:
         prog.fetched(core.now, req.fetch_offset, own_offset(core))
     else:
         prog.last_fetch_ms = core.now
-    if rid in core.voters:
+    voter = core.voters.is_voter(rid, req.replica_directory_id)
+    if voter:
         note_voter_contact(core, state, rid)
     state.parked.pop(rid, None)
-    if rid in core.voters and progress:
+    if voter and progress:
         update_hw(core)
+    if state.voter_changes:
+        membership.try_add(core, state)  # the replica an AddRaftVoter waits for may be caught up
     if (
         progress
         and req.fetch_offset >= core.log.end_offset
@@ -115,7 +129,7 @@ def note_voter_contact(core: CoreOps, state: Leader, rid: int) -> None:
     state.endorsed.add(rid)
     state.begin_sent.pop(rid, None)
     state.fetched_since_check.add(rid)
-    if len(state.fetched_since_check) >= core.voters.majority:
+    if core.voters.count(state.fetched_since_check) >= core.voters.majority:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
         state.fetched_since_check = {core.node_id}
     if state.reads:
@@ -174,13 +188,21 @@ def update_hw(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Leader):
         return
-    offsets = [own_offset(core)]
-    for v in core.voters.ids:
-        if v != core.node_id:
-            prog = state.progress.get(v)
-            offsets.append(prog.end_offset if prog is not None else -1)
+    voters = core.voters
+    offsets = []
+    # A leader that removed itself is not a voter of the set in effect: its log counts for
+    # nothing (but for the leader-remove-no-resign defect, KAFKA-16530).
+    if core.is_voter or core.config.has(Unsafe.LEADER_REMOVE_NO_RESIGN):
+        offsets.append(own_offset(core))
+    for v in voters:
+        if v.id != core.node_id:
+            prog = state.progress.get(v.id)
+            counts = prog is not None and v.matches(v.id, prog.directory_id)
+            offsets.append(prog.end_offset if prog is not None and counts else -1)
+    if len(offsets) < voters.majority:
+        return
     offsets.sort(reverse=True)
-    candidate = offsets[core.voters.majority - 1]
+    candidate = offsets[voters.majority - 1]
     if candidate <= state.epoch_start and not core.config.has(Unsafe.EARLY_HIGH_WATERMARK):
         return
     if candidate > core.hw or (not state.hw_known and candidate >= core.hw):
@@ -189,6 +211,8 @@ def update_hw(core: CoreOps) -> None:
         _answer_appends(core, state)
         answer_reads(core)
         wake_parked(core)
+        if state.voter_changes or not core.is_voter:
+            membership.on_commit(core, state)
 
 
 def _answer_appends(core: CoreOps, state: Leader) -> None:
@@ -207,10 +231,10 @@ def answer_reads(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Leader) or not state.hw_known or not state.reads:
         return
-    majority = core.voters.majority
+    voters = core.voters
     waiting = []
     for read in state.reads:
-        if len(read.confirmed) >= majority:
+        if voters.count(read.confirmed) >= voters.majority:
             _reply_read(core, read)
         else:
             waiting.append(read)
@@ -249,6 +273,7 @@ def fail_pending(core: CoreOps, old: Leader) -> None:
                              core.epoch))
     old.appends, old.reads = [], []
     core.snapshot_state.outcomes.clear()
+    membership.fail_pending(core, old)
 
 
 # --- client requests ------------------------------------------------------------------------------
@@ -314,11 +339,12 @@ def on_flushed(core: CoreOps, end_offset: int) -> None:
 
 
 def fetch_target(core: CoreOps) -> int | None:
-    """The leader when known; an observer without one asks a random voter (bootstrap)."""
+    """The leader when known; an observer without one asks a random bootstrap server
+    (`controller.quorum.bootstrap.servers`, KIP-853), or without those a random voter."""
     if core.leader_id is not None and core.leader_id != core.node_id:
         return core.leader_id
     if isinstance(core.state, Unattached) and not core.is_voter:
-        others = [v for v in core.voters.sorted() if v != core.node_id]
+        others = list(core.bootstrap) or [v for v in core.voters.sorted() if v != core.node_id]
         return core.rng.choice(others) if others else None
     return None
 
@@ -347,7 +373,7 @@ def maybe_fetch(core: CoreOps) -> None:
         core.log.start_epoch
     )
     request = FetchRequest(core.cluster_id, core.node_id, core.epoch, offset, last_epoch,
-                           core.config.fetch_max_wait_ms)
+                           core.config.fetch_max_wait_ms, core.directory_id)
     core.send(target, request)
     state.fetch_sent_ms = core.now
     state.fetch_in_flight = request

@@ -379,6 +379,7 @@ def install(core: CoreOps, snapshot_id: SnapshotId, image: Image) -> None:
     snaps = core.snapshot_state
     core.reset_log(snapshot_id)
     core.image = image
+    core.reset_voters(image)
     snaps.writing = None
     snaps.outcomes.clear()
     snaps.durable, snaps.taken_ms, snaps.bytes_at = [], {}, {}

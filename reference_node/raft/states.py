@@ -7,9 +7,11 @@ is the earliest time at which the state wants a Tick.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from reference_node.raft.messages import FetchRequest, FetchSnapshotRequest, SnapshotId
+from reference_node.raft.voters import Voter
 
 NEVER = 1 << 62
 
@@ -122,6 +124,9 @@ class ReplicaProgress:
     leader_end_at_last_fetch: int = -1
     """The leader's log end offset when this replica last fetched: a fetch that reaches it proves
     the replica was caught up at the time of that earlier fetch."""
+    directory_id: uuid.UUID | None = None
+    """The directory id the replica fetches with (KIP-853): a voter's row counts toward the high
+    watermark only when it matches the voter's."""
 
     def fetched(self, now: int, fetch_offset: int, leader_end: int) -> None:
         """Kafka's updateFollowerState: LastCaughtUpTimestamp is the last time the replica's
@@ -151,6 +156,20 @@ class PendingRead:
 
 
 @dataclass(slots=True)
+class PendingVoterChange:
+    """An AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter the leader is carrying out."""
+
+    request_id: int
+    kind: str
+    """"add", "remove" or "update"."""
+    voter: Voter
+    deadline: int
+    """An add's: the time by which its replica must have caught up."""
+    offset: int | None = None
+    """The offset of its VotersRecord, once appended; answered when it commits."""
+
+
+@dataclass(slots=True)
 class Leader:
     """Appends, answers fetches, advances the high watermark, checks it still has a quorum."""
 
@@ -165,9 +184,14 @@ class Leader:
     appends: list[PendingAppend] = field(default_factory=list)
     reads: list[PendingRead] = field(default_factory=list)
     hw_known: bool = False
+    voter_changes: list[PendingVoterChange] = field(default_factory=list)
+    """At most one (but for `concurrent-voter-changes`)."""
 
     def deadline(self, now: int, request_timeout: int) -> int:
         d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))
+        for change in self.voter_changes:
+            if change.offset is None:
+                d = min(d, change.deadline)
         for _, expiry in self.parked.values():
             d = min(d, expiry)
         return d

@@ -8,6 +8,7 @@ EXPECTED = {
     "skip-flush", "resume-leader-after-restart", "early-high-watermark", "no-check-quorum",
     "forget-vote", "no-log-check", "observer-campaign", "stale-leader-reads",
     "snapshot-off-by-one", "snapshot-uncommitted", "delete-before-snapshot",
+    "leader-remove-no-resign", "concurrent-voter-changes", "add-unflushed-voter",
 }
 
 

@@ -26,7 +26,13 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from reference_node.raft.api import AppendReply, ClientAppend, ClientRead, ReadReply
+from reference_node.raft.api import (
+    AppendReply,
+    ClientAppend,
+    ClientRead,
+    ReadReply,
+    VoterChangeReply,
+)
 from reference_node.raft.image import encode_cas, encode_write
 from reference_node.raft.messages import ErrorCode
 from reference_node.raft.sim.events import (
@@ -161,8 +167,8 @@ class Clients:
         client = self.clients[event.client]
         op = client.op
         reply = event.reply
-        if op is None or op.request_id != reply.request_id:
-            return
+        if op is None or op.request_id != reply.request_id or isinstance(reply, VoterChangeReply):
+            return  # (voter changes are the membership fault's, not a client's)
         if reply.error != ErrorCode.none:
             client.leader_guess = reply.leader_id
             self._finish(client, reply)

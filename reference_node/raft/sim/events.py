@@ -24,7 +24,7 @@ import enum
 import heapq
 from typing import NamedTuple
 
-from reference_node.raft.api import AppendReply, ReadReply
+from reference_node.raft.api import ClientReply
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Message, SnapshotId
 from reference_node.raft.sim.faults import ActiveFault
@@ -118,7 +118,7 @@ class ClientReplyDue(NamedTuple):
     """`node`'s reply reaches `client` (ignored unless it answers the client's current op)."""
 
     client: int
-    reply: AppendReply | ReadReply
+    reply: ClientReply
     node: int
 
     def trace_line(self, at_ms: int) -> str:
