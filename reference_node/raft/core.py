@@ -550,9 +550,17 @@ class RaftCore:
             # is forged (a node never sends to itself): on its word we would vote for, or follow,
             # ourselves.
             return ErrorCode.invalid_request
-        if route.voters_only and (not self.is_voter or req.sender not in self.voters):
+        if route.voters_only and (not self.is_voter or req.sender not in self.voters) and \
+                not self._removed_leader_resigning(req):
             return ErrorCode.inconsistent_voter_set
         return None
+
+    def _removed_leader_resigning(self, req: Request) -> bool:
+        """An EndQuorumEpoch from the leader we follow in this epoch, which removed itself from
+        the voters (KIP-853): heard, so the voters elect its successor at once rather than after
+        the fetch timeout. Who leads this epoch is settled; the request can only hasten the next."""
+        return (isinstance(req, EndQuorumEpochRequest) and self.is_voter
+                and req.leader_epoch == self.epoch and req.leader_id == self.leader_id)
 
     def _on_response(self, src: int, resp: Response) -> None:
         if self.observe_leader(resp.leader_id, resp.leader_epoch):
