@@ -1,12 +1,19 @@
 """`kraft node`: run a reference KRaft node, or `kraft node format` its data directory.
 
     kraft node format --config FILE --cluster-id ID [--ignore-formatted]
+                      [--standalone | --initial-controllers ID@HOST:PORT:DIR,... |
+                       --no-initial-controllers]
     kraft node --config FILE
     kraft node dump-log --files PATH [PATH ...]
     kraft node dump-snapshot --files PATH [PATH ...]
 
-Like `kafka-storage format` and `kafka-server-start`: format writes meta.properties (node id and
-cluster id) and an empty quorum-state; run refuses a directory that was not formatted. SIGTERM (or
+Like `kafka-storage format` and `kafka-server-start`: format writes meta.properties (node id,
+cluster id, directory id); run refuses a directory that was not formatted. KIP-853's flags, as
+Kafka's: `--standalone` makes this node the one initial voter (reached at its controller
+listener), `--initial-controllers` names every initial voter with its directory id (this node's
+becomes its directory.id), and both write the bootstrap checkpoint (kraft.version 1);
+`--no-initial-controllers` writes none (the node joins as an observer). With none of them the
+config's `controller.quorum.voters` is the static quorum (kraft.version 0). SIGTERM (or
 SIGINT) resigns gracefully, sending EndQuorumEpoch when leading, and exits 0. Logs go to stderr
 with timestamps. Exit codes: 0 clean stop, 1 a runtime failure, 64 bad usage or bad configuration.
 
@@ -60,6 +67,14 @@ def _format_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-id", required=True, help="the cluster id (base64url UUID)")
     p.add_argument("--ignore-formatted", action="store_true",
                    help="succeed if the directory is already formatted with the same ids")
+    quorum = p.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", "-s", action="store_true",
+                        help="this node alone is the initial voter of a dynamic quorum")
+    quorum.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIR,...",
+                        help="the initial voters of a dynamic quorum, with their directory ids "
+                             "(the same value on every node)")
+    quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
+                        help="no initial voters: the node starts as an observer")
     return p
 
 
@@ -123,15 +138,24 @@ def _format(argv: list[str]) -> int:
         print("kraft node format: --cluster-id must be non-empty and match cluster.id "
               f"({cfg.cluster_id!r}) when the config sets one", file=sys.stderr)
         return EXIT_USAGE
-    from reference_node.server.storage_adapter import FormatError, format_directory
+    from reference_node.server.storage_adapter import (
+        FormatError,
+        FormatUsageError,
+        format_directory,
+    )
 
     try:
-        created = format_directory(cfg, cluster_id, ignore_formatted=args.ignore_formatted)
+        done = format_directory(cfg, cluster_id, ignore_formatted=args.ignore_formatted,
+                                standalone=args.standalone,
+                                initial_controllers=args.initial_controllers,
+                                no_initial_controllers=args.no_initial_controllers)
+    except FormatUsageError as exc:
+        print(f"kraft node format: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except FormatError as exc:
         print(f"kraft node format: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    print(f"{'Formatted' if created else 'Already formatted'} {cfg.metadata_log_dir} "
-          f"(node.id={cfg.node_id}, cluster.id={cluster_id})")
+    print(done.describe(cfg.metadata_log_dir))
     return EXIT_OK
 
 

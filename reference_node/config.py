@@ -19,6 +19,13 @@ both -1 for no limit. Kafka has no key for the bytes a follower asks for in one 
 force many chunks. `metadata.log.segment.bytes` (Kafka's name; default 8 MiB here, 1 GiB in
 Kafka; at least 1024) is where a segment rolls: retention deletes whole segments only.
 
+Voters (KIP-853): `controller.quorum.voters` is the static quorum (kraft.version 0: voters never
+change). A dynamic quorum leaves it unset and names `controller.quorum.bootstrap.servers` (a comma
+list of HOST:PORT, `NodeConfig.bootstrap_servers`): the voters then come from the bootstrap
+checkpoint `kraft node format --standalone / --initial-controllers` writes and from the log, and a
+node that knows no leader asks a bootstrap server. One of the two must be set (Kafka's rule);
+`NodeConfig.voters` is empty when the static set is not.
+
 Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
 node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
 where *this* node listens. `client.voters` (optional) says where clients should reach each voter; it
@@ -152,7 +159,20 @@ class NodeConfig:
 
     @property
     def is_voter(self) -> bool:
+        """Whether this node is a voter of the static quorum (`controller.quorum.voters`); with
+        a dynamic quorum (KIP-853) only the log knows, and this is False."""
         return self.node_id in self.voters
+
+    @property
+    def controller_listener(self) -> Listener:
+        """The first listener named in `controller.listener.names` (what Kafka's format names a
+        voter's endpoint after, and where `--standalone` says this voter is reached)."""
+        for name in self.controller_listener_names:
+            for listener in self.listeners:
+                if listener.name == name:
+                    return listener
+        raise ValueError(f"no listener among {[x.name for x in self.listeners]} is named in "
+                         f"controller.listener.names {list(self.controller_listener_names)}")
 
     def security_protocol(self, listener: str) -> str:
         """The protocol of `listener` (Kafka's effective listener.security.protocol.map)."""
@@ -390,7 +410,10 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ssl.endpoint.identification.algorithm": ("ssl_endpoint_identification_algorithm",
                                               _endpoint_identification),
 }
-REQUIRED = ("node.id", "controller.quorum.voters", "listeners", "metadata.log.dir")
+REQUIRED = ("node.id", "listeners", "metadata.log.dir")
+VOTERS_OR_BOOTSTRAP = ("a comma list of ID@HOST:PORT (a static quorum), or "
+                       "controller.quorum.bootstrap.servers=HOST:PORT,... for a dynamic quorum "
+                       "(KIP-853)")
 
 
 def from_properties(props: dict[str, str]) -> NodeConfig:
@@ -406,6 +429,12 @@ def from_properties(props: dict[str, str]) -> NodeConfig:
     for key in REQUIRED:
         if key not in props:
             raise ConfigError(key, "missing", _describe(key))
+    if not fields.get("voters") and not fields.get("bootstrap_servers"):
+        problem = "missing" if "controller.quorum.voters" not in props else "empty"
+        raise ConfigError("controller.quorum.voters",
+                          f"{problem}, and controller.quorum.bootstrap.servers is not set either",
+                          VOTERS_OR_BOOTSTRAP)
+    fields.setdefault("voters", {})
     cfg = NodeConfig(**fields)
     _check_consistency(cfg)
     return cfg
@@ -414,7 +443,6 @@ def from_properties(props: dict[str, str]) -> NodeConfig:
 def _describe(key: str) -> str:
     return {
         "node.id": "a non-negative integer",
-        "controller.quorum.voters": "a comma list of ID@HOST:PORT",
         "listeners": "a comma list of NAME://HOST:PORT",
         "metadata.log.dir": "a directory path",
     }.get(key, "see docs")
@@ -428,8 +456,6 @@ def _check_consistency(cfg: NodeConfig) -> None:
             f"none of {list(cfg.controller_listener_names)} is among listeners {sorted(names)}",
             "names of entries in `listeners`",
         )
-    if not cfg.voters:
-        raise ConfigError("controller.quorum.voters", "empty", "a comma list of ID@HOST:PORT")
     if 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
         # Kafka's KafkaConfig check: a request of the largest size must fit in the pool.
         raise ConfigError("queued.max.request.bytes",

@@ -691,8 +691,17 @@ class RaftCore:
                 tuple(self.voters.sorted()),
                 tuple(sorted(v for v in granted | {self.node_id} if v in self.voters)),
             )
-            self.append_entries([Entry(start, self.epoch, EntryKind.LEADER_CHANGE,
-                                       change.encode())])
+            entries = [Entry(start, self.epoch, EntryKind.LEADER_CHANGE, change.encode())]
+            if self.voter_history.latest_offset() is None and self.kraft_version >= 1 and \
+                    self.log.start_offset == 0:
+                # Kafka's appendStartOfEpochControlRecords: the voters came from the bootstrap
+                # checkpoint, which is never replicated; the log must hold them, or a replica
+                # that joins from offset 0 would never learn who votes.
+                entries.append(Entry(start + 1, self.epoch, EntryKind.KRAFT_VERSION,
+                                     str(self.kraft_version).encode()))
+                entries.append(Entry(start + 2, self.epoch, EntryKind.VOTERS,
+                                     self.voters.encode()))
+            self.append_entries(entries)
         state = Leader(
             epoch_start=start,
             check_quorum_deadline=self.now + self.config.check_quorum_timeout_ms,

@@ -2,6 +2,14 @@
 
 Kept apart so that the CLI and the host see one small face of the storage package.
 
+KIP-853 at format (Kafka's `kafka-storage format`): `--standalone` makes this node the one initial
+voter, `--initial-controllers id@host:port:directoryId,...` names them all (this node's entry gives
+its directory.id), and either writes the bootstrap checkpoint, the snapshot 0-0 holding
+kraft.version 1 and that voter set; `--no-initial-controllers` writes none (the node starts as an
+observer and learns the voters from the log). Without any, a static `controller.quorum.voters`
+keeps kraft.version 0. `initial_voters` decides, and refuses bad input (`FormatUsageError`).
+At start, `Disk.directory_id` is this replica's directory id for the core.
+
 KIP-630 at start: `NodeStorage.open` judges the snapshots and the log against each other
 (reference_node/storage/node.py: a corrupt snapshot is ignored and never served, a log start no
 valid snapshot reaches makes the log empty, ...); `Disk.open_snapshots` hands the core what it
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -24,13 +33,20 @@ from reference_node.raft.core import MAX_EPOCH
 from reference_node.raft.image import Image
 from reference_node.raft.log import StoredEntries
 from reference_node.raft.messages import Entry, SnapshotId
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 from reference_node.server.translate import entry_to_stored, stored_to_entry
 from reference_node.storage.errors import StorageError
+from reference_node.storage.kraft_records import describe_voters, parse_uuid_text, uuid_text
 from reference_node.storage.log import MetadataLog
-from reference_node.storage.meta import META_PROPERTIES, format_storage
+from reference_node.storage.meta import (
+    META_PROPERTIES,
+    MetaProperties,
+    format_storage,
+    random_uuid,
+)
 from reference_node.storage.node import NodeStorage
 from reference_node.storage.quorum_state import QuorumState
-from reference_node.storage.snapshot import SnapshotFiles
+from reference_node.storage.snapshot import BOOTSTRAP_SNAPSHOT_ID, SnapshotFiles
 
 T = TypeVar("T")
 
@@ -39,21 +55,164 @@ class FormatError(Exception):
     """Formatting refused; the message says why."""
 
 
-def format_directory(cfg: NodeConfig, cluster_id: str, *, ignore_formatted: bool = False) -> bool:
-    """Format `metadata.log.dir` like `kafka-storage format`: True if it was formatted now.
+class FormatUsageError(FormatError):
+    """Formatting refused for bad input (flags against the configuration, a malformed
+    `--initial-controllers`): the command line's fault, exit 64."""
+
+
+@dataclass(frozen=True, slots=True)
+class Formatted:
+    """What `format_directory` did: `created` False when the directory was formatted already
+    (and left as it was); `voters` the bootstrap checkpoint's voter set, None when none."""
+
+    created: bool
+    meta: MetaProperties
+    voters: VoterSet | None = None
+
+    def describe(self, where: object) -> str:
+        """One line for the operator about the directory `where`."""
+        line = (f"{'Formatted' if self.created else 'Already formatted'} {where} "
+                f"(node.id={self.meta.node_id}, cluster.id={self.meta.cluster_id}, "
+                f"directory.id={self.meta.directory_id})")
+        if not self.created:
+            return line
+        if self.voters is None:
+            return f"{line}, no bootstrap checkpoint (kraft.version 0, or voters from the log)"
+        return (f"{line}, bootstrap checkpoint with voters {describe_voters(self.voters)} "
+                "(kraft.version 1)")
+
+
+def format_directory(cfg: NodeConfig, cluster_id: str, *, ignore_formatted: bool = False,
+                     standalone: bool = False, initial_controllers: str | None = None,
+                     no_initial_controllers: bool = False) -> Formatted:
+    """Format `metadata.log.dir` like `kafka-storage format`.
 
     An already formatted directory is an error, unless `ignore_formatted` and it belongs to this
-    node and cluster (what `--ignore-formatted` does for Kafka).
+    node and cluster (what `--ignore-formatted` does for Kafka: the directory is left as it is,
+    no checkpoint written). The quorum flags are checked first (`initial_voters`), formatted or
+    not, so that a bad command line is refused the same way every time.
     """
+    voters, directory_id = initial_voters(cfg, standalone=standalone,
+                                          initial_controllers=initial_controllers,
+                                          no_initial_controllers=no_initial_controllers)
     already = (cfg.metadata_log_dir / META_PROPERTIES).exists()
     if already and not ignore_formatted:
         raise FormatError(f"{cfg.metadata_log_dir} is already formatted "
                           "(use --ignore-formatted to accept that)")
     try:
-        format_storage(cfg.metadata_log_dir, cluster_id, cfg.node_id)
+        if already:
+            return Formatted(False, format_storage(cfg.metadata_log_dir, cluster_id, cfg.node_id))
+        meta = format_storage(cfg.metadata_log_dir, cluster_id, cfg.node_id,
+                              directory_id=uuid_text(directory_id), bootstrap_voters=voters)
     except StorageError as exc:
         raise FormatError(str(exc)) from None
-    return not already
+    return Formatted(True, meta, voters)
+
+
+def initial_voters(cfg: NodeConfig, *, standalone: bool = False,
+                   initial_controllers: str | None = None,
+                   no_initial_controllers: bool = False) -> tuple[VoterSet | None, uuid.UUID]:
+    """The bootstrap checkpoint's voters (None: write none) and this node's directory id, from
+    the format flags (Kafka's StorageTool and Formatter); FormatUsageError for bad input."""
+    chosen = [flag for flag, on in (("--standalone", standalone),
+                                    ("--initial-controllers", initial_controllers is not None),
+                                    ("--no-initial-controllers", no_initial_controllers)) if on]
+    if len(chosen) > 1:
+        raise FormatUsageError(f"{' and '.join(chosen)} exclude each other; pass at most one")
+    dynamic = standalone or initial_controllers is not None
+    if dynamic and cfg.voters:
+        raise FormatUsageError(
+            f"{chosen[0]} makes a dynamic quorum (KIP-853), but the config sets "
+            "controller.quorum.voters (a static one); remove controller.quorum.voters and set "
+            "controller.quorum.bootstrap.servers instead")
+    if not chosen and not cfg.voters:
+        raise FormatUsageError(
+            "controller.quorum.voters is not set in the config, so pass one of --standalone, "
+            "--initial-controllers or --no-initial-controllers")
+    listener = cfg.controller_listener
+    if standalone:
+        directory_id = parse_uuid_text(random_uuid())
+        ep = listener.endpoint
+        host = "localhost" if ep.host in _WILDCARDS else ep.host
+        voter = Voter(cfg.node_id, directory_id, (VoterEndpoint(listener.name, host, ep.port),))
+        return VoterSet([voter]), directory_id
+    if initial_controllers is not None:
+        voters = parse_initial_controllers(initial_controllers, listener.name)
+        mine = voters.get(cfg.node_id)
+        if mine is None:
+            raise FormatUsageError(
+                f"--initial-controllers {initial_controllers!r} does not name this node "
+                f"(node.id={cfg.node_id}); add {cfg.node_id}@HOST:PORT:DIRECTORY_ID, or format "
+                "it with --no-initial-controllers to join as an observer")
+        assert mine.directory_id is not None  # parse_initial_controllers refuses the zero id
+        return voters, mine.directory_id
+    return None, parse_uuid_text(random_uuid())
+
+
+_WILDCARDS = ("", "0.0.0.0", "::")
+"""Listener hosts that name no address: Kafka's standalone voter takes "localhost" for a null
+host."""
+
+
+INITIAL_CONTROLLERS_FORM = ("a comma list of ID@HOST:PORT:DIRECTORY_ID, e.g. "
+                            "1@127.0.0.1:9093:JEXY6aqzQY-32P5TStzaFg (DIRECTORY_ID as "
+                            "`kafka-storage random-uuid` prints it)")
+
+
+def parse_initial_controllers(text: str, listener_name: str) -> VoterSet:
+    """`--initial-controllers` as Kafka's DynamicVoters.parse reads it, each voter's endpoint
+    named `listener_name`; FormatUsageError naming the entry and what it must look like."""
+    voters: list[Voter] = []
+    seen: set[int] = set()
+    for item in (x.strip() for x in text.strip().split(",")):
+        if not item:
+            continue
+        try:
+            voter = _dynamic_voter(item, listener_name)
+        except ValueError as exc:
+            raise FormatUsageError(f"--initial-controllers entry {item!r}: {exc}; expected "
+                                   f"{INITIAL_CONTROLLERS_FORM}") from None
+        if voter.id in seen:
+            raise FormatUsageError(f"--initial-controllers names node {voter.id} twice; "
+                                   "each node once")
+        seen.add(voter.id)
+        voters.append(voter)
+    if not voters:
+        raise FormatUsageError(f"--initial-controllers is empty; expected "
+                               f"{INITIAL_CONTROLLERS_FORM}")
+    return VoterSet(voters)
+
+
+def _dynamic_voter(item: str, listener_name: str) -> Voter:
+    """One `id@host:port:directoryId` (Kafka's DynamicVoter.parse; `[v6]` hosts too)."""
+    ident, at, rest = item.partition("@")
+    if not at:
+        raise ValueError("no '@' after the node id")
+    if not ident.isdigit():
+        raise ValueError(f"node id {ident!r} is not a non-negative integer")
+    if rest.startswith("["):
+        host, bracket, rest = rest[1:].partition("]")
+        if not bracket:
+            raise ValueError("a host that opens '[' needs a closing ']'")
+    else:
+        colon_at = rest.find(":")
+        if colon_at < 0:
+            raise ValueError("no ':PORT' after the host")
+        host, rest = rest[:colon_at], rest[colon_at:]
+    if not host:
+        raise ValueError("no host")
+    if not rest.startswith(":"):
+        raise ValueError("no ':PORT' after the host")
+    port_text, colon, dir_text = rest[1:].partition(":")
+    if not colon:
+        raise ValueError("no ':DIRECTORY_ID' after the port")
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"port {port_text!r} is not in 0..65535")
+    directory_id = parse_uuid_text(dir_text)
+    if directory_id.int == 0:
+        raise ValueError("the directory id is the zero Uuid, which names no directory")
+    return Voter(int(ident), directory_id,
+                 (VoterEndpoint(listener_name, host, int(port_text)),))
 
 
 # --- a running node's disk ------------------------------------------------------------------
@@ -114,9 +273,10 @@ class StartSnapshots:
     """What the core is built from besides the quorum state and the log (KIP-630)."""
 
     image: Image | None = None
-    """The latest valid snapshot's image (None: no snapshot, the log starts at 0)."""
+    """The latest valid snapshot's image (None: no snapshot, the log starts at 0); the bootstrap
+    checkpoint's (0-0: the initial voters, KIP-853) when it is the only one."""
     snapshot_ids: list[SnapshotId] = field(default_factory=list)
-    """Every valid snapshot, ascending."""
+    """Every valid snapshot the core may serve, ascending (never the bootstrap checkpoint)."""
     log_start_epoch: int = 0
     log_invalid: str | None = None
     """Why the log was treated as empty (KIP-630's validation failed), or None."""
@@ -136,6 +296,10 @@ class Disk:
                                          cluster_id=cfg.cluster_id)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="disk")
         self.cluster_id: str = self._storage.meta.cluster_id
+        directory_id = self._storage.meta.directory_uuid
+        assert directory_id is not None  # NodeStorage.open writes one when the file had none
+        self.directory_id: uuid.UUID = directory_id
+        """This replica's directory.id (KIP-853): with the node id, its replica key."""
         self.recovery = self._storage.log.recovery
         self.snapshots = self._storage.snapshots
         self.snapshot_reader = SnapshotReader(self.snapshots)
@@ -169,7 +333,9 @@ class Disk:
         latest = storage.latest_snapshot
         return StartSnapshots(
             image=None if latest is None else latest[1],
-            snapshot_ids=list(storage.snapshot_ids),
+            # The bootstrap checkpoint's voters start the image, but it is never served (Kafka's
+            # leader refuses FetchSnapshot for it: the first leader writes its voters to the log).
+            snapshot_ids=[i for i in storage.snapshot_ids if i != BOOTSTRAP_SNAPSHOT_ID],
             log_start_epoch=storage.log_start_epoch,
             log_invalid=storage.log_invalid,
         )

@@ -23,6 +23,17 @@ raw bytes, not cut at batch boundaries) with the file's size the other.
 KIP-853 endpoints ride along: every Raft response we send lists our client address in
 `node_endpoints`, and BeginQuorumEpoch lists it in `leader_endpoints`, so that each node learns
 where clients should reach the others (what Metadata advertises) without extra configuration.
+
+KIP-853's fetcher directory id rides in Fetch v17's `ReplicaDirectoryId` (a tagged field of the
+partition); Fetch v13+ names the topic by id (Kafka's `METADATA_TOPIC_ID`, AAAAAAAAAAAAAAAAAAAAAQ)
+and v15+ moves ReplicaId into `ReplicaState`. Both directions handle every version kio knows, so
+that Fetch's range in `apis.SUPPORTED_APIS` alone decides whether the directory id is carried.
+
+Entries and records: the core's `LEADER_CHANGE`, `VOTERS` and `KRAFT_VERSION` entries are Kafka's
+LeaderChangeMessage, VotersRecord and KRaftVersionRecord control records
+(`reference_node.storage.kraft_records` maps the last two), in the log and in Fetch responses
+alike. A voter record that does not decode is refused (`UnreadableControlRecord`), never skipped:
+a replica that ignored one would count votes against the wrong set.
 """
 
 from __future__ import annotations
@@ -41,13 +52,23 @@ from kio.static.primitive import i16
 
 from reference_node.config import Endpoint
 from reference_node.raft import messages as m
+from reference_node.raft.voters import VoterSet
 from reference_node.server.kiobuild import build, has_field
 from reference_node.server.peers import Outbound
 from reference_node.storage.batch import ControlType, StoredRecord, encode_batch
+from reference_node.storage.kraft_records import (
+    ControlRecordError,
+    decode_kraft_version,
+    decode_voters,
+    kraft_version_payload,
+    voters_payload,
+)
 from reference_node.wire import apis
 
 TOPIC = apis.METADATA_TOPIC
 PARTITION = apis.METADATA_PARTITION
+TOPIC_ID = apis.METADATA_TOPIC_ID
+"""Kafka's `Uuid.METADATA_TOPIC_ID` (0, 1): how Fetch v13+ names `__cluster_metadata`."""
 LISTENER_NAME = "CONTROLLER"
 
 log = logging.getLogger(__name__)
@@ -67,7 +88,7 @@ class NotOurPartition(ValueError):
 
 def _only_partition(topics: Sequence[Any] | None, name_field: str) -> Any:
     # kio decodes a null array even where Kafka's schema forbids one: None is "not ours" too.
-    if not topics or len(topics) != 1 or getattr(topics[0], name_field) != TOPIC:
+    if not topics or len(topics) != 1 or not _is_metadata_topic(topics[0], name_field):
         raise NotOurPartition(f"expected topic {TOPIC}")
     parts: Sequence[Any] = topics[0].partitions or ()
     if len(parts) != 1:
@@ -78,6 +99,13 @@ def _only_partition(topics: Sequence[Any] | None, name_field: str) -> Any:
     if getattr(parts[0], index_field) != PARTITION:
         raise NotOurPartition(f"expected partition {TOPIC}-{PARTITION}")
     return parts[0]
+
+
+def _is_metadata_topic(topic: Any, name_field: str) -> bool:
+    """Named `__cluster_metadata`, or (Fetch v13+, which has no name) its topic id."""
+    if has_field(topic, name_field):
+        return bool(getattr(topic, name_field) == TOPIC)
+    return has_field(topic, "topic_id") and topic.topic_id == TOPIC_ID
 
 
 # --- outbound requests ----------------------------------------------------------------------
@@ -158,11 +186,14 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
                            "topics": [{"name": TOPIC, "partitions": [part]}]})
     part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
             "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
-            "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20,
+            "replica_directory_id": msg.replica_directory_id}
+    # v15+ carries the replica in ReplicaState, v12- at the top: build keeps what the version has.
     return build(cls, {"cluster_id": msg.cluster_id, "replica_id": msg.replica_id,
+                       "replica_state": {"replica_id": msg.replica_id, "replica_epoch": -1},
                        "max_wait": msg.max_wait_ms, "min_bytes": 0, "max_bytes": 8 << 20,
                        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                       "topics": [{"topic": TOPIC, "partitions": [part]}],
+                       "topics": [{"topic": TOPIC, "topic_id": TOPIC_ID, "partitions": [part]}],
                        "forgotten_topics_data": [], "rack_id": ""})
 
 
@@ -215,11 +246,12 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
     if api_key == apis.FETCH:
         p = _only_partition(body.topics, "topic")
         return m.FetchRequest(
-            cluster_id=getattr(body, "cluster_id", None), replica_id=int(body.replica_id),
+            cluster_id=getattr(body, "cluster_id", None), replica_id=fetch_replica_id(body),
             current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
             fetch_offset=int(p.fetch_offset),
             last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
-            max_wait_ms=int(body.max_wait.total_seconds() * 1000))
+            max_wait_ms=int(body.max_wait.total_seconds() * 1000),
+            replica_directory_id=getattr(p, "replica_directory_id", None))
     if api_key == apis.FETCH_SNAPSHOT:
         p = _only_partition(body.topics, "name")
         # The id is taken as sent (negative parts too): the core refuses what it has not got.
@@ -229,6 +261,14 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             snapshot_id=m.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
             position=int(p.position), max_bytes=int(body.max_bytes))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
+
+
+def fetch_replica_id(body: Any) -> int:
+    """The fetching replica's id (-1 for a consumer): ReplicaId up to Fetch v14, ReplicaState's
+    from v15 (KIP-903)."""
+    if has_field(body, "replica_state"):
+        return int(body.replica_state.replica_id)
+    return int(getattr(body, "replica_id", -1))
 
 
 def refusal_to_kio(api_key: int, version: int, error: m.ErrorCode) -> Any | None:
@@ -269,7 +309,8 @@ def response_to_kio(api_key: int, version: int, msg: m.Response, me_id: int,
     endpoints = [{"node_id": me_id, "host": me.host, "port": me.port}]
     if isinstance(msg, m.FetchResponse):
         return build(cls, {"throttle_time": 0, "error_code": 0, "session_id": 0,
-                           "responses": [{"topic": TOPIC, "partitions": [_fetch_part(msg)]}],
+                           "responses": [{"topic": TOPIC, "topic_id": TOPIC_ID,
+                                          "partitions": [_fetch_part(msg)]}],
                            "node_endpoints": endpoints})
     if isinstance(msg, m.FetchSnapshotResponse):
         snap = {"index": PARTITION, "error_code": msg.error.value,
@@ -360,6 +401,11 @@ def _lcm_reader() -> Any:
     return entity_reader(LeaderChangeMessage)
 
 
+class UnreadableControlRecord(ValueError):
+    """A VotersRecord or KRaftVersionRecord whose payload does not decode; one line naming the
+    offset. Never skipped: the voter set would be wrong."""
+
+
 def entry_to_stored(entry: m.Entry, timestamp_ms: int | None = None) -> StoredRecord:
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     if entry.kind is m.EntryKind.DATA:
@@ -367,6 +413,12 @@ def entry_to_stored(entry: m.Entry, timestamp_ms: int | None = None) -> StoredRe
     if entry.kind is m.EntryKind.CONTROL:
         # A control record we do not interpret goes back out exactly as it came in.
         return StoredRecord(entry.offset, entry.epoch, entry.payload, entry.control_type, ts)
+    if entry.kind is m.EntryKind.VOTERS:
+        return StoredRecord(entry.offset, entry.epoch, voters_payload(VoterSet.decode(
+            entry.payload)), int(ControlType.KRAFT_VOTERS), ts)
+    if entry.kind is m.EntryKind.KRAFT_VERSION:
+        return StoredRecord(entry.offset, entry.epoch, kraft_version_payload(int(entry.payload)),
+                            int(ControlType.KRAFT_VERSION), ts)
     change = m.LeaderChange.decode(entry.payload)
     buf = io.BytesIO()
     _lcm_writer()(buf, LeaderChangeMessage(
@@ -384,12 +436,15 @@ def stored_to_entry(record: StoredRecord) -> m.Entry:
     """A record of the log or of a Fetch response as the core's entry.
 
     Control records are told apart by their type: a LeaderChange is decoded (one we cannot read is
-    kept opaque, like the rest: the core never looks past a control record's epoch); any other type
-    (snapshot markers, KIP-853's voter records, a type newer than this node) stays an opaque
+    kept opaque, like the rest: the core never looks past a control record's epoch); KIP-853's
+    VotersRecord and KRaftVersionRecord are decoded (`UnreadableControlRecord` when they do not);
+    any other type (snapshot markers, a type newer than this node) stays an opaque
     `EntryKind.CONTROL` entry, replicated byte for byte and logged once per type.
     """
     if record.control_type is None:
         return m.Entry(record.offset, record.epoch, m.EntryKind.DATA, record.value or b"")
+    if record.control_type in (ControlType.KRAFT_VOTERS, ControlType.KRAFT_VERSION):
+        return _kraft_entry(record)
     if record.control_type != ControlType.LEADER_CHANGE:
         _note_opaque_control(record.control_type)
         return m.Entry(record.offset, record.epoch, m.EntryKind.CONTROL, record.value or b"",
@@ -406,6 +461,21 @@ def stored_to_entry(record: StoredRecord) -> m.Entry:
         return m.Entry(record.offset, record.epoch, m.EntryKind.CONTROL, record.value or b"",
                        record.control_type)
     return m.Entry(record.offset, record.epoch, m.EntryKind.LEADER_CHANGE, change.encode())
+
+
+def _kraft_entry(record: StoredRecord) -> m.Entry:
+    """A KIP-853 control record as the core's `VOTERS` / `KRAFT_VERSION` entry."""
+    try:
+        if record.control_type == ControlType.KRAFT_VOTERS:
+            payload = decode_voters(record.value or b"").encode()
+            kind = m.EntryKind.VOTERS
+        else:
+            payload = str(decode_kraft_version(record.value or b"")).encode()
+            kind = m.EntryKind.KRAFT_VERSION
+    except ControlRecordError as e:
+        raise UnreadableControlRecord(f"the control record at offset {record.offset}: {e}") \
+            from None
+    return m.Entry(record.offset, record.epoch, kind, payload)
 
 
 _OPAQUE_SEEN: set[int] = set()

@@ -52,6 +52,11 @@ fsync the directory). Once a snapshot covers them, the records below it may go:
 segments below it; `MetadataLog.reset_to` empties the log at a new start (after installing a
 snapshot). `NodeStorage.open` judges the log against the snapshots as KIP-630 says (`node`).
 Tools: `dump_snapshots_jsonl` and `dump_file` (`kraft node dump-log` / `dump-snapshot`).
+
+KIP-853 (`kraft_records`): the voter set and `kraft.version` are Kafka's VotersRecord and
+KRaftVersionRecord control records, in segments and in snapshots (right after the SnapshotHeader);
+`meta.properties` holds the directory id; `format_storage(..., bootstrap_voters=...)` writes the
+bootstrap checkpoint (the snapshot 0-0 with the initial voters) a node starts from.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ recovery writes (a torn tail is left in place and not dumped).
 
 `dump_file` prints a segment or a snapshot as Kafka's `kafka-dump-log.sh --deep-iteration
 --print-data-log --cluster-metadata-decoder` does (DumpLogSegments): one line per batch, one
-`| offset: ...` line per record, control records decoded (SnapshotHeader / SnapshotFooter as
-their JSON), data records' values as text (the image's records and kv commands are JSON).
+`| offset: ...` line per record, control records decoded (SnapshotHeader / SnapshotFooter, and
+KIP-853's KRaftVersion / KRaftVoters, as Kafka's JSON converters print them), data records' values
+as text (the image's records and kv commands are JSON). A snapshot's last line names its image,
+and its kraft.version and voters (`id@host:port:directoryId`) when it has them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .batch import (
 )
 from .epochs import CHECKPOINT_NAME
 from .errors import StorageError
+from .kraft_records import describe_voters, kraft_version_json, voters_json
 from .log import MetadataLog
 from .meta import META_PROPERTIES, METADATA_PARTITION_DIR, MetaProperties
 from .quorum_state import QUORUM_STATE, QuorumStateStore
@@ -226,9 +229,13 @@ def dump_file(path: str | os.PathLike[str]) -> Iterator[str]:
         except SnapshotError as e:
             yield f"Snapshot is INVALID: {e}"
         else:
+            quorum = ""
+            if image.voters is not None or image.kraft_version:
+                voters = "none" if image.voters is None else describe_voters(image.voters)
+                quorum = f", kraft.version {image.kraft_version}, voters {voters}"
             yield (f"Snapshot is valid: end offset {image.end_offset}, epoch {image.epoch}, "
                    f"{image.records} data records applied, digest {image.digest.hex()}, "
-                   f"{len(image.kv)} keys")
+                   f"{len(image.kv)} keys{quorum}")
 
 
 def dump_snapshot(path: str | os.PathLike[str]) -> list[str]:
@@ -307,6 +314,10 @@ def _control(r: StoredRecord) -> str:
             footer = decode_footer(value)
             return "SnapshotFooter " + json.dumps({"version": int(footer.version)},
                                                   separators=(",", ":"))
+        if r.control_type == ControlType.KRAFT_VERSION:
+            return "KRaftVersion " + json.dumps(kraft_version_json(value), separators=(",", ":"))
+        if r.control_type == ControlType.KRAFT_VOTERS:
+            return "KRaftVoters " + json.dumps(voters_json(value), separators=(",", ":"))
     except Exception as e:  # kio raises several types for bytes that are not the message
         return f"controlType: {_control_name(r.control_type)} (unreadable: {e!r})"
     return f"controlType: {_control_name(r.control_type)}"

@@ -11,6 +11,17 @@ Kafka writes a Java properties file (MetaProperties v1):
 
 A node refuses to start when the file names another node id (a configuration mix-up would let
 two voters share one identity) or another cluster (KIP-595: never join a foreign quorum).
+
+`directory.id` (KIP-853) tells two incarnations of one node id apart: a disk wiped and formatted
+again comes back as another replica, not as the voter whose log was counted. Format writes one (the
+one `--initial-controllers` names for this node, or a random one); a node that opens a file without
+one (formatted before KIP-853) generates one and writes it back (`ensure_directory_id`), as Kafka's
+`MetaPropertiesEnsemble` does at start.
+
+KIP-853's bootstrap checkpoint (`kafka-storage format --standalone / --initial-controllers`) is a
+snapshot at offset 0, epoch 0 in `__cluster_metadata-0` holding only the initial voter set;
+`format_storage(..., bootstrap_voters=...)` writes it before `meta.properties`, so that a directory
+that looks formatted always has it.
 """
 
 from __future__ import annotations
@@ -23,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reference_node import properties
+from reference_node.raft.voters import VoterSet
 
 from .errors import StorageError
 from .fsutil import atomic_write, fsync_dir
+from .snapshot import SnapshotFiles
 
 META_PROPERTIES = "meta.properties"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
@@ -83,6 +96,13 @@ class MetaProperties:
             lines.append(f"directory.id={self.directory_id}")
         lines += [f"node.id={self.node_id}", f"version={self.version}"]
         return "\n".join(lines) + "\n"
+
+    @property
+    def directory_uuid(self) -> uuid.UUID | None:
+        """`directory_id` as a UUID (the form the Raft core and the wire use)."""
+        if self.directory_id is None:
+            return None
+        return uuid.UUID(bytes=parse_uuid(self.directory_id, "directory.id"))
 
     def write(self, log_dir: Path) -> None:
         """Write `<log_dir>/meta.properties` atomically and durably."""
@@ -153,18 +173,31 @@ class MetaProperties:
             )
 
 
+def ensure_directory_id(log_dir: str | os.PathLike[str], meta: MetaProperties) -> MetaProperties:
+    """`meta` with a directory.id: a file without one (formatted before KIP-853) gets a random one,
+    written back durably before the node uses it (Kafka does so at start)."""
+    if meta.directory_id is not None:
+        return meta
+    updated = MetaProperties(meta.cluster_id, meta.node_id, random_uuid(), meta.version)
+    updated.write(Path(log_dir))
+    return updated
+
+
 def format_storage(
     log_dir: str | os.PathLike[str],
     cluster_id: str,
     node_id: int,
     directory_id: str | None = None,
+    bootstrap_voters: VoterSet | None = None,
 ) -> MetaProperties:
     """Prepare `log_dir` for a node, as `kafka-storage format` does.
 
     Writes `meta.properties` (version 1, node.id, cluster.id, directory.id; a random Uuid when
-    `directory_id` is None) and creates `__cluster_metadata-0/`. Formatting again with the same
-    node and cluster is a no-op that returns the existing properties; a directory formatted for
-    another node or cluster is refused with StorageError.
+    `directory_id` is None) and creates `__cluster_metadata-0/`; with `bootstrap_voters`, first
+    the bootstrap checkpoint (KIP-853: `00000000000000000000-0000000000.checkpoint`, kraft.version
+    1 and those voters). Formatting again with the same node and cluster is a no-op that returns
+    the existing properties (and writes no checkpoint, as Kafka skips a formatted directory); a
+    directory formatted for another node or cluster is refused with StorageError.
     """
     _check_cluster_id(cluster_id)
     if node_id < 0:
@@ -190,5 +223,7 @@ def format_storage(
     meta = MetaProperties(cluster_id, node_id, directory_id or random_uuid())
     partition.mkdir(exist_ok=True)
     fsync_dir(root)
+    if bootstrap_voters is not None:
+        SnapshotFiles(partition).write_bootstrap(bootstrap_voters)
     meta.write(root)
     return meta

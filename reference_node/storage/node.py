@@ -13,6 +13,13 @@ saying why, never served), then the log is judged against it:
 * snapshots below the log start are deleted (as Kafka's KafkaMetadataLog does on open).
 
 Each change is one line in `log.recovery.snapshot_notes` (logged as a WARNING by the node).
+
+KIP-853's bootstrap checkpoint (0-0, written by `kraft node format --standalone /
+--initial-controllers`) is a snapshot like the others here: while the log starts at 0 it is kept
+(nothing is below offset 0) and, with no newer snapshot, it is the latest, so its image (the
+initial voters) is what the node starts from; once the log start moves up it is deleted like any
+snapshot below it. It is never served: `Disk.open_snapshots` leaves it out of the ids the core may
+serve, as Kafka's leader refuses to send it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from reference_node.raft.messages import SnapshotId
 from .errors import StorageError
 from .lock import DirLock
 from .log import DEFAULT_SEGMENT_BYTES, MetadataLog
-from .meta import METADATA_PARTITION_DIR, MetaProperties
+from .meta import METADATA_PARTITION_DIR, MetaProperties, ensure_directory_id
 from .quorum_state import QUORUM_STATE, QuorumStateStore
 from .recovery import QuorumEpoch
 from .snapshot import LoadedSnapshot, SnapshotError, SnapshotFiles, snapshot_filename
@@ -99,8 +106,9 @@ class NodeStorage:
         the other files prove it was, batches of an epoch above quorum-state's, or a missing
         quorum-state beside records of an epoch above 0 (docs/contracts.md, "Storage damage
         at start"). Then KIP-630's validation of the log against the snapshots (module
-        docstring). `read_only` takes no lock and writes nothing (for tools reading a copy of
-        a node's directory): the log is not judged against the snapshots.
+        docstring). A meta.properties without directory.id gets one, written back (KIP-853).
+        `read_only` takes no lock and writes nothing (for tools reading a copy of a node's
+        directory): the log is not judged against the snapshots.
         """
         root = Path(log_dir)
         if not root.is_dir():
@@ -110,6 +118,8 @@ class NodeStorage:
         lock = None if read_only else DirLock(root).acquire()
         try:
             meta = MetaProperties.load(root, node_id=node_id, cluster_id=cluster_id)
+            if not read_only:
+                meta = ensure_directory_id(root, meta)
             partition = root / METADATA_PARTITION_DIR
             if not partition.is_dir():
                 raise StorageError(

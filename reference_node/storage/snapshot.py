@@ -5,12 +5,26 @@ A snapshot of the image at `SnapshotId(end_offset, epoch)` is the file
 holding RecordBatch v2 batches exactly as Kafka's `RecordsSnapshotWriter` writes them:
 
     control batch   offset 0        SnapshotHeader (version 0, lastContainedLogTimestamp)
-    data batches    offsets 1..n    the image's records (`Image.to_records()`)
+                    offset 1        KRaftVersionRecord (kraft.version)    } KIP-853, when the image
+                    offset 2        VotersRecord (the voter set)          } has them (below)
+    data batches    offsets k..n    the image's records (`Image.to_records()`)
     control batch   offset n + 1    SnapshotFooter (version 0)
 
 Offsets inside a snapshot count from 0; every batch carries the snapshot's epoch as its
 partition leader epoch. The control payloads are Kafka's messages as kio writes them (their
 first field is their own int16 version, as for LeaderChange).
+
+KIP-853: an image with a voter set (or kraft.version >= 1) gets Kafka's KRaftVersionRecord and
+VotersRecord in the header's batch, as Kafka's `RecordsSnapshotWriter` puts them: that is where
+Kafka's tools and replicas read a snapshot's voters. The image header record carries the same two
+fields (`Image.to_records`); `decode_snapshot` refuses a snapshot where they disagree, and takes
+the control records' when only they are there (a snapshot Kafka wrote).
+
+The bootstrap checkpoint (`BOOTSTRAP_SNAPSHOT_ID`, 0-0) that `kraft node format --standalone /
+--initial-controllers` writes is Kafka's: SnapshotHeader, KRaftVersionRecord(1), VotersRecord,
+SnapshotFooter, and no data record (`encode_bootstrap`); it decodes to the empty image at 0-0 with
+those voters. Only a 0-0 snapshot may hold no image records. As in Kafka, it is never served to a
+fetcher (the first leader puts its voters in the log).
 
 `encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too);
 `decode_snapshot` is the only door through which bytes become an `Image`, and it refuses (one
@@ -29,6 +43,7 @@ import io
 import os
 import re
 import struct
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -43,6 +58,7 @@ from kio.static.primitive import i16, i64
 
 from reference_node.raft.image import Image
 from reference_node.raft.messages import SnapshotId
+from reference_node.raft.voters import VoterSet
 
 from .batch import (
     HEADER_SIZE,
@@ -60,8 +76,17 @@ from .batch import (
     iter_batches,
 )
 from .fsutil import fsync_dir, write_all
+from .kraft_records import (
+    KRAFT_VERSION_MAX,
+    ControlRecordError,
+    decode_kraft_version,
+    decode_voters,
+    kraft_version_payload,
+    voters_payload,
+)
 
 __all__ = [
+    "BOOTSTRAP_SNAPSHOT_ID",
     "PART_SUFFIX",
     "SUFFIX",
     "LoadedSnapshot",
@@ -69,6 +94,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotFiles",
     "decode_snapshot",
+    "encode_bootstrap",
     "encode_snapshot",
     "parse_snapshot_filename",
     "snapshot_filename",
@@ -80,6 +106,10 @@ DELETED_SUFFIX = SUFFIX + ".deleted"
 SNAPSHOT_BATCH_BYTES = 1024 * 1024
 """Data records are grouped into batches of about this size (Kafka's accumulator splits by
 size too; readers do not care where batches end)."""
+
+BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
+"""Kafka's `Snapshots.BOOTSTRAP_SNAPSHOT_ID`: the checkpoint `format` writes with the initial
+voters (KIP-853); never served to a fetcher."""
 
 _HEAD = struct.Struct(">qiibI")
 _TAIL = struct.Struct(">hiqqqhii")
@@ -162,9 +192,10 @@ def encode_snapshot(snapshot_id: SnapshotId, image: Image, timestamp_ms: int = 0
         raise ValueError(f"snapshot {_name(snapshot_id)} of an image at "
                          f"{_name(image.snapshot_id)}: the image must claim its id")
     epoch = snapshot_id.epoch
-    out = [encode_batch([StoredRecord(0, epoch, header_payload(timestamp_ms),
-                                      int(ControlType.SNAPSHOT_HEADER), timestamp_ms)])]
-    offset = 1
+    kraft = image.voters is not None or image.kraft_version >= 1
+    head = _head_batch(epoch, timestamp_ms, image.kraft_version if kraft else None, image.voters)
+    out = [head]
+    offset = 1 + (1 if kraft else 0) + (1 if kraft and image.voters is not None else 0)
     run: list[bytes] = []
     size = 0
     for value in image.to_records():
@@ -177,9 +208,42 @@ def encode_snapshot(snapshot_id: SnapshotId, image: Image, timestamp_ms: int = 0
     if run:
         out.append(encode_data_batch(offset, epoch, timestamp_ms, run))
         offset += len(run)
-    out.append(encode_batch([StoredRecord(offset, epoch, footer_payload(),
-                                          int(ControlType.SNAPSHOT_FOOTER), timestamp_ms)]))
+    out.append(_footer_batch(offset, epoch, timestamp_ms))
     return b"".join(out)
+
+
+def encode_bootstrap(voters: VoterSet, timestamp_ms: int = 0,
+                     kraft_version: int = KRAFT_VERSION_MAX) -> bytes:
+    """Kafka's bootstrap checkpoint (`Formatter.writeDynamicQuorumSnapshot`): the snapshot
+    `BOOTSTRAP_SNAPSHOT_ID` holding only `kraft_version` and `voters`, no image records."""
+    if not voters:
+        raise ValueError("a bootstrap checkpoint needs at least one voter")
+    if kraft_version < 1:
+        raise ValueError(f"a voter set needs kraft.version >= 1, not {kraft_version} (Kafka's "
+                         "RecordsSnapshotWriter refuses one at kraft.version 0)")
+    epoch = BOOTSTRAP_SNAPSHOT_ID.epoch
+    return (_head_batch(epoch, timestamp_ms, kraft_version, voters)
+            + _footer_batch(3, epoch, timestamp_ms))
+
+
+def _head_batch(epoch: int, timestamp_ms: int, kraft_version: int | None,
+                voters: VoterSet | None) -> bytes:
+    """The first control batch: SnapshotHeader, then (KIP-853) KRaftVersionRecord and
+    VotersRecord when `kraft_version` is given (the voters only with it, as Kafka does)."""
+    records = [StoredRecord(0, epoch, header_payload(timestamp_ms),
+                            int(ControlType.SNAPSHOT_HEADER), timestamp_ms)]
+    if kraft_version is not None:
+        records.append(StoredRecord(1, epoch, kraft_version_payload(kraft_version),
+                                    int(ControlType.KRAFT_VERSION), timestamp_ms))
+        if voters is not None:
+            records.append(StoredRecord(2, epoch, voters_payload(voters),
+                                        int(ControlType.KRAFT_VOTERS), timestamp_ms))
+    return encode_batch(records)
+
+
+def _footer_batch(offset: int, epoch: int, timestamp_ms: int) -> bytes:
+    return encode_batch([StoredRecord(offset, epoch, footer_payload(),
+                                      int(ControlType.SNAPSHOT_FOOTER), timestamp_ms)])
 
 
 # --- data batches, fast ---------------------------------------------------------------------------
@@ -298,6 +362,8 @@ class _Reader:
         self.footer_at: int | None = None
         self.next_offset = 0
         self.epoch: int | None = None
+        self.kraft_version: int | None = None
+        self.voters: VoterSet | None = None
 
     def batch(self, data: bytes, pos: int, header: BatchHeader) -> None:
         if self.footer_at is not None:
@@ -341,8 +407,44 @@ class _Reader:
             raise SnapshotError(f"a second SnapshotHeader in the batch at byte {pos}")
         elif kind is None:
             self.values.append(record.value or b"")
-        # Other control records (KIP-853's KRaftVersion / KRaftVoters after the header) are
-        # the quorum's, not the image's: skipped, as the image skips them in the log.
+        elif kind == ControlType.KRAFT_VERSION:
+            self.kraft_version = _control(decode_kraft_version, record, pos)
+        elif kind == ControlType.KRAFT_VOTERS:
+            self.voters = _control(decode_voters, record, pos)
+        # Other control records (a LeaderChange, a type newer than this node) are the
+        # quorum's bookkeeping, not the image's: skipped, as the image skips them in the log.
+
+    def image(self, snapshot_id: SnapshotId | None) -> Image:
+        """The image the records hold, with the KIP-853 control records folded in."""
+        if not self.values:
+            if snapshot_id not in (None, BOOTSTRAP_SNAPSHOT_ID) or self.epoch != 0:
+                raise SnapshotError("not an image: no image records (only the bootstrap "
+                                    "checkpoint, 0-0, may hold none)")
+            image = Image()
+        else:
+            try:
+                image = Image.from_records(self.values)
+            except ValueError as e:
+                raise SnapshotError(f"not an image: {e}") from None
+        if self.voters is not None:
+            if image.voters is not None and image.voters != self.voters:
+                raise SnapshotError(f"the VotersRecord holds {self.voters!r} but the image "
+                                    f"header {image.voters!r}")
+            image.voters = self.voters
+        if self.kraft_version is not None:
+            if image.kraft_version not in (0, self.kraft_version):
+                raise SnapshotError(f"the KRaftVersionRecord holds kraft.version "
+                                    f"{self.kraft_version} but the image header "
+                                    f"{image.kraft_version}")
+            image.kraft_version = self.kraft_version
+        return image
+
+
+def _control(decode: Any, record: StoredRecord, pos: int) -> Any:
+    try:
+        return decode(record.value or b"")
+    except ControlRecordError as e:
+        raise SnapshotError(f"in the batch at byte {pos}: {e}") from None
 
 
 def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId | None = None) -> Image:
@@ -357,10 +459,7 @@ def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId | None = N
     if reader.footer_at is None:
         raise SnapshotError(f"missing SnapshotFooter: the file ends at byte {len(buf)} "
                             "without one (truncated, or not a finished snapshot)")
-    try:
-        image = Image.from_records(reader.values)
-    except ValueError as e:
-        raise SnapshotError(f"not an image: {e}") from None
+    image = reader.image(snapshot_id)
     claimed = image.snapshot_id
     if reader.epoch != claimed.epoch:
         raise SnapshotError(f"the batches have epoch {reader.epoch}, but the image inside is "
@@ -452,6 +551,12 @@ class SnapshotFiles:
     def write(self, snapshot_id: SnapshotId, image: Image, timestamp_ms: int = 0) -> Path:
         """Write the snapshot of `image` durably; returns its path."""
         return self._durable_write(snapshot_id, encode_snapshot(snapshot_id, image, timestamp_ms))
+
+    def write_bootstrap(self, voters: VoterSet, timestamp_ms: int | None = None) -> Path:
+        """Write the bootstrap checkpoint (KIP-853) durably; its path. `timestamp_ms` is the
+        header's lastContainedLogTimestamp (default now, as Kafka's format does)."""
+        now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        return self._durable_write(BOOTSTRAP_SNAPSHOT_ID, encode_bootstrap(voters, now))
 
     def write_bytes(self, snapshot_id: SnapshotId, data: bytes) -> Image:
         """Keep a snapshot received from the leader: decode it first (SnapshotError, nothing

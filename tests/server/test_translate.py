@@ -75,7 +75,7 @@ def test_leader_change_is_kafkas_message_with_voters() -> None:
 
 
 @pytest.mark.parametrize("control_type", [
-    ControlType.SNAPSHOT_HEADER, ControlType.KRAFT_VOTERS, 99,
+    ControlType.SNAPSHOT_HEADER, 99,
 ])
 def test_other_control_records_stay_opaque(control_type: int) -> None:
     """A control record that is not a LeaderChange is never read as one: it keeps its type and

@@ -161,7 +161,10 @@ def _kio_snapshot(image: Image, extra_control: bool = False) -> bytes:
 def test_we_read_a_snapshot_kios_writer_produced(extra_control: bool) -> None:
     image = applied(25)
     data = _kio_snapshot(image, extra_control)
-    assert decode_snapshot(data, image.snapshot_id) == image
+    expected = image.copy()
+    if extra_control:
+        expected.kraft_version = 1  # Kafka's KRaftVersionRecord is read, as Kafka's tools read it
+    assert decode_snapshot(data, image.snapshot_id) == expected
 
 
 # --- the image round trip --------------------------------------------------------------------
