@@ -1,112 +1,75 @@
-"""`kraft quorum`: what kafka-metadata-quorum.sh prints, read with DescribeQuorum.
+"""`kraft quorum`: what kafka-metadata-quorum.sh does, over DescribeQuorum and KIP-853's voter RPCs.
 
     kraft quorum --bootstrap-controller HOST:PORT[,HOST:PORT...] describe --status
     kraft quorum --bootstrap-controller HOST:PORT[,HOST:PORT...] describe --replication
-    kraft quorum --bootstrap-controller HOST:PORT --command-config client.properties describe ...
+    kraft quorum --bootstrap-controller HOST:PORT add-controller --config FILE [--dry-run]
+    kraft quorum --bootstrap-controller HOST:PORT remove-controller --controller-id N \
+                 --controller-directory-id D [--dry-run]
+    kraft quorum --bootstrap-controller HOST:PORT --command-config client.properties ...
 
-DescribeQuorum must reach the leader. Each bootstrap address is tried in turn; a node that answers
-NOT_LEADER_OR_FOLLOWER and names a leader sends us there (its address from the DescribeQuorum v2
-node list, else from Metadata). The output copies Kafka's MetadataQuorumCommand, so that scripts
-written for the real tool read ours. The cluster id, which DescribeQuorum does not carry, comes
-from Metadata. `--command-config` reads Kafka client properties, as the real tool does; the ones
-read are `security.protocol` (PLAINTEXT or SSL) and the PEM `ssl.*` keys of
-`reference_node/wire/tls.py` (`CLIENT_KEYS`); any other key is refused. Exit codes: 0 done, 1 the
-quorum could not be described, 64 bad usage (a bad or unreadable command config too).
+Every command must reach the leader: `voter_admin.find_leader` finds it from the bootstrap
+addresses. The output copies Kafka's MetadataQuorumCommand, so that scripts written for the real
+tool read ours: `describe --status` lists the voters and observers with their directory ids and
+the voters' endpoints, `describe --replication` a table with each replica's directory id. The
+cluster id, which DescribeQuorum does not carry, comes from Metadata. `--command-config` reads
+Kafka client properties, as the real tool does; the ones read are `security.protocol` (PLAINTEXT
+or SSL) and the PEM `ssl.*` keys of `reference_node/wire/tls.py` (`CLIENT_KEYS`); any other key is
+refused.
+
+`add-controller` reads the configuration file of the controller to add, as Kafka's tool does: its
+`node.id`, the `directory.id` of the `meta.properties` in its `metadata.log.dir`, and the
+endpoints of its `controller.listener.names` among its `listeners` (a wildcard host becomes
+`localhost`, as Kafka's tool reads a listener without a host). Kafka's tool takes that file as
+`--command-config`; here `--command-config` stays the client's TLS settings, and the controller's
+file is `add-controller --config`. The node must be running (formatted with
+`--no-initial-controllers`, started with `controller.quorum.bootstrap.servers`): the leader adds
+it once it has caught up, within `--timeout`. `remove-controller` names the replica by id and
+directory id (Kafka's Uuid text). Both print Kafka's line when the change has committed.
+
+Exit codes: 0 done, 1 the quorum could not be described or refused the change (one line on
+stderr: the leader's error name and message), 64 bad usage (a bad or unreadable command config
+or controller config too).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
-import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from ssl import SSLContext
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from kio.schema.errors import ErrorCode
-
+from reference_node import config as node_config
 from reference_node import properties
-from reference_node.wire import (
-    DESCRIBE_QUORUM,
-    METADATA,
-    METADATA_PARTITION,
-    METADATA_TOPIC,
-    KafkaClient,
-    WireError,
-    tls,
+from reference_node.storage.errors import StorageError
+from reference_node.storage.meta import MetaProperties
+from reference_node.voter_admin import (
+    ZERO_UUID,
+    QuorumError,
+    QuorumInfo,
+    Replica,
+    VoterChangeError,
+    add_voter,
+    describe,
+    kafka_uuid,
+    parse_bootstrap,
+    parse_kafka_uuid,
+    quorum_info,
+    remove_voter,
 )
-from reference_node.wire.requests import describe_quorum_request, metadata_request
+from reference_node.wire import WireError, tls
+from reference_node.wire.requests import Listener
+
+__all__ = ["QuorumError", "QuorumInfo", "Replica", "describe", "kafka_uuid", "main",
+           "quorum_info"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 64
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+_WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class UsageError(Exception):
     pass
-
-
-class QuorumError(Exception):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Replica:
-    replica_id: int
-    directory_id: str
-    log_end_offset: int
-    last_fetch_timestamp: int  # -1: unknown
-    last_caught_up_timestamp: int  # -1: unknown
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumInfo:
-    """The parts of a DescribeQuorum response the tool prints (Kafka's QuorumInfo)."""
-
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    voters: list[Replica]
-    observers: list[Replica]
-    endpoints: dict[int, list[str]] = field(default_factory=dict)
-
-
-def kafka_uuid(value: uuid.UUID | None) -> str:
-    """Kafka's text form of a Uuid: URL-safe base64 of its 16 bytes, unpadded."""
-    if value is None:
-        return ZERO_UUID
-    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-
-
-def _replica(state: Any) -> Replica:
-    return Replica(
-        replica_id=int(state.replica_id),
-        directory_id=kafka_uuid(getattr(state, "replica_directory_id", None)),
-        log_end_offset=int(state.log_end_offset),
-        last_fetch_timestamp=int(getattr(state, "last_fetch_timestamp", -1)),
-        last_caught_up_timestamp=int(getattr(state, "last_caught_up_timestamp", -1)),
-    )
-
-
-def quorum_info(partition: Any, nodes: tuple[Any, ...] = ()) -> QuorumInfo:
-    endpoints = {
-        int(node.node_id): [_endpoint(listener) for listener in node.listeners] for node in nodes
-    }
-    return QuorumInfo(
-        leader_id=int(partition.leader_id),
-        leader_epoch=int(partition.leader_epoch),
-        high_watermark=int(partition.high_watermark),
-        voters=[_replica(s) for s in partition.current_voters],
-        observers=[_replica(s) for s in partition.observers],
-        endpoints=endpoints,
-    )
-
-
-def _endpoint(listener: Any) -> str:
-    host = f"[{listener.host}]" if ":" in listener.host else listener.host
-    return f"{listener.name}://{host}:{listener.port}"
 
 
 def _leader(info: QuorumInfo) -> Replica:
@@ -118,11 +81,12 @@ def _leader(info: QuorumInfo) -> Replica:
 
 
 def _replica_list(info: QuorumInfo, replicas: list[Replica]) -> str:
+    """Kafka's `[{"id": 1, "directoryId": "...", "endpoints": ["CONTROLLER://h:p"]}, ...]`:
+    `null` for an unknown directory, endpoints (voters only) when known."""
     parts = []
     for replica in replicas:
-        text = '{"id": ' + str(replica.replica_id)
-        if replica.directory_id != ZERO_UUID:
-            text += ', "directoryId": "' + replica.directory_id + '"'
+        text = '{"id": ' + str(replica.replica_id) + ', "directoryId": '
+        text += "null" if replica.directory_id == ZERO_UUID else f'"{replica.directory_id}"'
         endpoints = info.endpoints.get(replica.replica_id, [])
         if endpoints:
             text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in endpoints) + "]"
@@ -178,106 +142,70 @@ def format_replication(info: QuorumInfo) -> str:
     )
 
 
-# -- talking to the quorum
+# -- KIP-853 voter changes
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"bad address {text!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
-def _cluster_id_and_brokers(client: KafkaClient) -> tuple[str | None, dict[int, tuple[str, int]]]:
-    response = client.call(METADATA, lambda v: metadata_request(v, []))
-    brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
-    return getattr(response, "cluster_id", None), brokers
-
-
-def describe(bootstrap: list[tuple[str, int]], timeout: float,
-             ssl: SSLContext | None = None) -> tuple[str | None, QuorumInfo]:
-    """Find the leader and describe the quorum (over TLS with `ssl`); QuorumError (with the
-    reasons) when no node could. While some node answers but knows no leader (an election),
-    retry until `timeout`."""
-    deadline = time.monotonic() + timeout
-    reasons: list[str] = []
-    while True:
-        retriable = False
-        queue = list(bootstrap)
-        tried: set[tuple[str, int]] = set()
-        while queue and time.monotonic() < deadline:
-            address = queue.pop(0)
-            if address in tried:
-                continue
-            tried.add(address)
-            try:
-                return _describe_at(address, deadline, ssl)
-            except _Redirect as redirect:
-                reasons.append(str(redirect))
-                retriable = True
-                if redirect.leader is not None and redirect.leader not in tried:
-                    queue.insert(0, redirect.leader)
-            except (WireError, QuorumError) as exc:
-                reasons.append(str(exc))
-        if not retriable or time.monotonic() + _BACKOFF >= deadline:
-            raise QuorumError("; ".join(reasons[-len(bootstrap) - 2:]) or "no address to try")
-        time.sleep(_BACKOFF)
-
-
-_BACKOFF = 0.2
-
-
-class _Redirect(QuorumError):
-    """A node that is not the leader; `leader` is the leader's address when known."""
-
-    def __init__(self, message: str, leader: tuple[str, int] | None) -> None:
-        super().__init__(message)
-        self.leader = leader
-
-
-def _describe_at(address: tuple[str, int], deadline: float,
-                 ssl: SSLContext | None) -> tuple[str | None, QuorumInfo]:
-    remaining = max(0.1, deadline - time.monotonic())
-    with KafkaClient(*address, client_id="kraft-quorum", timeout=remaining, ssl=ssl) as client:
-        response = client.call(DESCRIBE_QUORUM, describe_quorum_request)
-        partition = _partition(response)
-        error = partition.error_code
-        if error == ErrorCode.none:
-            info = quorum_info(partition, tuple(getattr(response, "nodes", ())))
-            try:
-                cluster_id, _ = _cluster_id_and_brokers(client)
-            except WireError:
-                cluster_id = None
-            return cluster_id, info
-        message = f"{client.address}: {error.name}"
-        if error != ErrorCode.not_leader_or_follower:
-            raise QuorumError(message)
-        leader = int(partition.leader_id)
-        found = _leader_address(client, response, leader) if leader >= 0 else None
-        raise _Redirect(message + (f" (leader {leader})" if leader >= 0 else ""), found)
-
-
-def _partition(response: Any) -> Any:
-    top = getattr(response, "error_code", ErrorCode.none)
-    if top != ErrorCode.none:
-        raise QuorumError(f"DescribeQuorum failed: {top.name}")
-    for topic in response.topics:
-        for partition in topic.partitions:
-            if (topic.topic_name == METADATA_TOPIC
-                    and partition.partition_index == METADATA_PARTITION):
-                return partition
-    raise QuorumError(f"no {METADATA_TOPIC}-{METADATA_PARTITION} in the DescribeQuorum response")
-
-
-def _leader_address(client: KafkaClient, response: Any, leader: int) -> tuple[str, int] | None:
-    for node in getattr(response, "nodes", ()):
-        if int(node.node_id) == leader and node.listeners:
-            return node.listeners[0].host, int(node.listeners[0].port)
+def controller_to_add(path: str) -> tuple[int, uuid.UUID, list[Listener]]:
+    """What `add-controller --config FILE` adds: the node id, its directory id and its
+    controller endpoints (MetadataQuorumCommand.handleAddController); UsageError naming the key
+    or the file at fault."""
     try:
-        _, brokers = _cluster_id_and_brokers(client)
-    except WireError:
-        return None
-    return brokers.get(leader)
+        cfg = node_config.load(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+    except node_config.ConfigError as exc:
+        raise UsageError(f"--config {path}: {exc}") from None
+    if "controller" not in cfg.process_roles:
+        raise UsageError(f"--config {path}: process.roles does not contain 'controller'; is "
+                         "this a controller's configuration file?")
+    try:
+        meta = MetaProperties.load(cfg.metadata_log_dir, node_id=cfg.node_id)
+        directory_id = meta.directory_uuid
+    except StorageError as exc:
+        raise UsageError(f"--config {path}: {exc}") from None
+    if directory_id is None:
+        raise UsageError(f"--config {path}: no directory.id in "
+                         f"{cfg.metadata_log_dir}/meta.properties; format it with "
+                         "`kraft node format --no-initial-controllers`")
+    endpoints: list[Listener] = []
+    by_name = {listener.name: listener.endpoint for listener in cfg.listeners}
+    for name in cfg.controller_listener_names:
+        ep = by_name.get(name)
+        if ep is None:
+            raise UsageError(f"--config {path}: cannot find the controller listener {name} "
+                             f"among listeners {sorted(by_name)}")
+        endpoints.append((name, "localhost" if ep.host in _WILDCARDS else ep.host, ep.port))
+    return cfg.node_id, directory_id, endpoints
+
+
+def _endpoint_text(listener: Listener) -> str:
+    name, host, port = listener
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
+
+
+def add_controller(args: argparse.Namespace, bootstrap: str, context: SSLContext | None) -> str:
+    node_id, directory_id, endpoints = controller_to_add(args.config)
+    if not args.dry_run:
+        add_voter(bootstrap, node_id, directory_id, endpoints, timeout_s=args.timeout,
+                  ssl=context)
+    return (f"{'DRY RUN of adding' if args.dry_run else 'Added'} controller {node_id} with "
+            f"directory id {kafka_uuid(directory_id)} and endpoints: "
+            + ", ".join(_endpoint_text(e) for e in endpoints))
+
+
+def remove_controller(args: argparse.Namespace, bootstrap: str,
+                      context: SSLContext | None) -> str:
+    if args.controller_id < 0:
+        raise UsageError(f"Invalid negative --controller-id: {args.controller_id}")
+    try:
+        directory_id = parse_kafka_uuid(args.controller_directory_id)
+    except ValueError as exc:
+        raise UsageError(f"Failed to parse --controller-directory-id: {exc}") from None
+    if not args.dry_run:
+        remove_voter(bootstrap, args.controller_id, directory_id, timeout_s=args.timeout,
+                     ssl=context)
+    return (f"{'DRY RUN of removing ' if args.dry_run else 'Removed '} KRaft controller "
+            f"{args.controller_id} with directory id {kafka_uuid(directory_id)}")
 
 
 # -- command line
@@ -290,7 +218,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kraft quorum",
-                     description="Describe the KRaft quorum, like kafka-metadata-quorum.sh.")
+                     description="Describe and change the KRaft quorum, like "
+                                 "kafka-metadata-quorum.sh.")
     parser.add_argument("--bootstrap-controller", "--bootstrap-server", dest="bootstrap",
                         required=True, metavar="HOST:PORT[,HOST:PORT...]",
                         help="nodes to ask; the leader is found from them")
@@ -298,13 +227,29 @@ def _parser() -> argparse.ArgumentParser:
                         help="Kafka client properties: security.protocol=SSL and the PEM "
                              "ssl.truststore.location / ssl.keystore.location keys")
     parser.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds to find the leader and get an answer (default 10)")
+                        help="seconds to find the leader and get an answer; for add-controller "
+                             "also how long the leader waits for the new voter to catch up "
+                             "(default 10)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     describe_parser = commands.add_parser("describe", help="describe the metadata quorum")
     mode = describe_parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--status", action="store_true", help="a short summary of the quorum")
     mode.add_argument("--replication", action="store_true",
                       help="the replication state of each voter and observer")
+    add = commands.add_parser("add-controller",
+                              help="add a controller (running as an observer) to the voters")
+    add.add_argument("--config", required=True, metavar="FILE",
+                     help="the configuration file of the controller to add")
+    add.add_argument("--dry-run", action="store_true",
+                     help="print what would be done, but do not do it")
+    remove = commands.add_parser("remove-controller",
+                                 help="remove a controller from the voters")
+    remove.add_argument("--controller-id", "-i", type=int, required=True,
+                        help="the id of the controller to remove")
+    remove.add_argument("--controller-directory-id", "-d", required=True,
+                        help="the directory id of the controller to remove")
+    remove.add_argument("--dry-run", action="store_true",
+                        help="print what would be done, but do not do it")
     return parser
 
 
@@ -325,12 +270,23 @@ def _command_config(path: str | None) -> SSLContext | None:
         raise UsageError(f"--command-config {path}: {exc}") from None
 
 
+def _run(args: argparse.Namespace, context: SSLContext | None) -> str:
+    """The command's output; UsageError, QuorumError, VoterChangeError or WireError."""
+    if args.command == "add-controller":
+        return add_controller(args, args.bootstrap, context)
+    if args.command == "remove-controller":
+        return remove_controller(args, args.bootstrap, context)
+    cluster_id, info = describe(parse_bootstrap(args.bootstrap), args.timeout, context)
+    return format_status(cluster_id, info) if args.status else format_replication(info)
+
+
 def main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
-        bootstrap = [parse_address(a) for a in args.bootstrap.split(",") if a.strip()]
-        if not bootstrap:
-            raise UsageError("--bootstrap-controller names no address")
+        try:
+            parse_bootstrap(args.bootstrap)
+        except ValueError as exc:
+            raise UsageError(f"--bootstrap-controller: {exc}") from None
         if args.timeout <= 0:
             raise UsageError("--timeout must be positive")
         context = _command_config(args.command_config)
@@ -340,10 +296,25 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # --help
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     try:
-        cluster_id, info = describe(bootstrap, args.timeout, context)
-        text = format_status(cluster_id, info) if args.status else format_replication(info)
+        text = _run(args, context)
+    except UsageError as exc:
+        print(f"kraft quorum: {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except QuorumError as exc:
-        print(f"kraft quorum: cannot describe the quorum: {exc}", file=sys.stderr)
+        print(f"kraft quorum: {args.command}: cannot find the quorum's leader: {exc}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except VoterChangeError as exc:
+        print(f"kraft quorum: {args.command}: the leader refused: {_one_line(str(exc))}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except WireError as exc:
+        unknown = "" if exc.certainly_not_sent else " (the change may still happen)"
+        print(f"kraft quorum: {args.command}: {exc}{unknown}", file=sys.stderr)
         return EXIT_FAILED
     print(text)
     return EXIT_OK
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -4,7 +4,7 @@ ApiVersions (what `wire.apis.SUPPORTED_APIS` says), Metadata (the topic, its lea
 the voters at their client addresses), Produce (acks=-1 only; answered once the high watermark
 passes the batch), Fetch from consumers (records below the high watermark, always read through the
 core: linearizable, unless `read.mode=leader` turned on its stale-leader-reads switch), ListOffsets
-and DescribeQuorum.
+and DescribeQuorum, and KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
 The log keeps each record's value and nothing else (docs/contracts.md). What it cannot keep is
 refused, never dropped: a record with a key, headers or a null value gets INVALID_RECORD (as Kafka
@@ -28,6 +28,16 @@ KIP-630: the log may start above 0. A consumer Fetch below the log start offset 
 OFFSET_OUT_OF_RANGE with the partition's `log_start_offset` set (Kafka's answer; the client goes on
 from there), and ListOffsets EARLIEST answers the log start offset.
 
+KIP-853. DescribeQuorum v2 names each replica's directory id and lists the voters' endpoints
+(`Nodes`, from the voter set in effect). The voter RPCs check what Kafka's KafkaRaftClient checks
+before its handlers, in its order (the cluster id: INCONSISTENT_CLUSTER_ID; leadership:
+NOT_LEADER_OR_FOLLOWER, or for UpdateRaftVoter a stale or future epoch; a voter key without a
+non-negative id and a directory id, or without an endpoint on the controller listener:
+INVALID_REQUEST), then step the change into the core and answer its `VoterChangeReply`: NONE once
+the new voter set commits, or the core's refusal (membership.py). A reply that does not come
+within the request's own timeout plus `VOTER_CHANGE_GRACE_S` is REQUEST_TIMED_OUT, which Kafka's
+clients read as "may still happen".
+
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
 version asked. Handlers raise nothing for anything a client sends: a request that cannot be
 served gets its error code.
@@ -39,15 +49,26 @@ import asyncio
 import contextlib
 import json
 import struct
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from kio.records.readers import read_batch
 
 from reference_node.config import Endpoint
-from reference_node.raft.api import AppendReply, QuorumDescription, ReadReply
+from reference_node.raft.api import (
+    AddVoter,
+    AppendReply,
+    QuorumDescription,
+    ReadReply,
+    RemoveVoter,
+    ReplicaDescription,
+    UpdateVoter,
+    VoterChangeReply,
+)
 from reference_node.raft.messages import Entry, ErrorCode
-from reference_node.server.kiobuild import build
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
+from reference_node.server.kiobuild import build, has_field
 from reference_node.server.translate import entries_to_records
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
@@ -57,6 +78,10 @@ from reference_node.wire.records import CONTROL_ATTRIBUTE, build_batch
 TOPIC = apis.METADATA_TOPIC
 IMAGE_TOPIC = "__kv_image"
 """The state machine's kv map, readable (only) with a consumer Fetch of partition 0."""
+IMAGE_TOPIC_ID = uuid.UUID("5f6b765f-696d-6167-655f-5f6b765f696d")
+"""`__kv_image`'s topic id (Metadata v10+, Fetch v13+): fixed, as the view always exists."""
+TOPIC_IDS = {TOPIC: apis.METADATA_TOPIC_ID, IMAGE_TOPIC: IMAGE_TOPIC_ID}
+TOPIC_NAMES = {topic_id: name for name, topic_id in TOPIC_IDS.items()}
 CAS_OUTCOMES = ("swapped", "not-swapped")
 PARTITION = apis.METADATA_PARTITION
 EARLIEST, LATEST = -2, -1
@@ -64,6 +89,12 @@ READ_TIMEOUT_S = 5.0
 MAX_FETCH_WAIT_S = 30.0
 """A consumer Fetch is parked at most this long, whatever its MaxWaitMs (up to 24 days): Kafka's
 clients give up on a request after request.timeout.ms, 30 s by default."""
+MAX_VOTER_WAIT_MS = 60_000
+"""An AddRaftVoter waits at most this long for its replica to catch up, whatever its TimeoutMs
+(Kafka's admin client gives up on a call after default.api.timeout.ms, 60 s)."""
+VOTER_CHANGE_GRACE_S = 15.0
+"""How long past the catch-up wait a voter change may take to commit before it is answered
+REQUEST_TIMED_OUT (the core still answers later; nobody is listening then)."""
 _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_AT = 21  # base offset, length, leader epoch, magic, CRC come first
 _COMPRESSION_MASK = 0x07
@@ -84,6 +115,10 @@ class NodeApi(Protocol):
     def voter_ids(self) -> list[int]: ...
     def client_address(self, node_id: int) -> Endpoint | None: ...
     def describe_quorum(self) -> QuorumDescription: ...
+    def voter_set(self) -> VoterSet: ...
+    def controller_listener(self) -> str: ...
+    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter]
+                      ) -> Awaitable[VoterChangeReply]: ...
     def append(self, payloads: tuple[bytes, ...]) -> Awaitable[AppendReply]: ...
     def read(self, from_offset: int) -> Awaitable[ReadReply]: ...
     def read_image(self) -> Awaitable[ReadReply]: ...
@@ -104,6 +139,9 @@ class ClientApi:
             apis.FETCH: self.fetch,
             apis.LIST_OFFSETS: self.list_offsets,
             apis.DESCRIBE_QUORUM: self.describe_quorum,
+            apis.ADD_RAFT_VOTER: self.add_raft_voter,
+            apis.REMOVE_RAFT_VOTER: self.remove_raft_voter,
+            apis.UPDATE_RAFT_VOTER: self.update_raft_voter,
         }
 
     # --- ApiVersions, Metadata ----------------------------------------------------------------
@@ -122,7 +160,8 @@ class ClientApi:
         voters = node.voter_ids()
         # Kafka's metadata cache reports a missing leader on the partition only: the topic exists.
         ours: dict[str, Any] = {
-                "error_code": ErrorCode.none, "name": TOPIC, "topic_id": None, "is_internal": True,
+                "error_code": ErrorCode.none, "name": TOPIC, "topic_id": TOPIC_IDS[TOPIC],
+                "is_internal": True,
                 "partitions": [{"error_code": ErrorCode.none if leader is not None
                                 else ErrorCode.leader_not_available,
                                 "partition_index": PARTITION,
@@ -133,8 +172,9 @@ class ClientApi:
         topics: list[dict[str, Any]] = [ours]
         if req.body.topics is not None:
             # `__kv_image` is listed only when asked for by name: it is a view, not a log.
-            described = {TOPIC: ours, IMAGE_TOPIC: {**ours, "name": IMAGE_TOPIC}}
-            names = [t.name for t in req.body.topics]
+            described = {TOPIC: ours, IMAGE_TOPIC: {**ours, "name": IMAGE_TOPIC,
+                                                    "topic_id": IMAGE_TOPIC_ID}}
+            names = [_metadata_topic_name(t, req.api_version) for t in req.body.topics]
             topics = [described[name] if name in described
                       else _not_a_topic(name, req.api_version) for name in names]
         return _response(req, {"throttle_time": 0, "brokers": brokers,
@@ -214,25 +254,31 @@ class ClientApi:
     # --- Fetch (consumers) --------------------------------------------------------------------
 
     async def fetch(self, req: Request) -> Any:
+        """Up to v12 topics go by name, from v13 by id (Kafka's UNKNOWN_TOPIC_ID for an id
+        that names no topic); the answer names each topic the way it was asked for."""
         body = req.body
         max_wait = min(body.max_wait.total_seconds(), MAX_FETCH_WAIT_S)
-        wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
-        out: dict[str, list[dict[str, Any]]] = {}
-        ours = [(n, p) for n, p in wanted if n == TOPIC and int(p.partition) == PARTITION]
-        image = [(n, p) for n, p in wanted if n == IMAGE_TOPIC and int(p.partition) == PARTITION]
-        for name, p in wanted:
-            if (name, p) not in ours and (name, p) not in image:
-                out.setdefault(name, []).append(_fetch_error(int(p.partition),
-                                                             ErrorCode.unknown_topic_or_partition))
+        wanted = [(_fetch_topic(t), p) for t in body.topics for p in t.partitions]
+        out: dict[tuple[str | None, uuid.UUID | None], list[dict[str, Any]]] = {}
+        ours = [(k, p) for k, p in wanted if k[0] == TOPIC and int(p.partition) == PARTITION]
+        image = [(k, p) for k, p in wanted
+                 if k[0] == IMAGE_TOPIC and int(p.partition) == PARTITION]
+        for key, p in wanted:
+            if (key, p) not in ours and (key, p) not in image:
+                code = ErrorCode.unknown_topic_or_partition if key[0] is not None \
+                    else ErrorCode.unknown_topic_id
+                out.setdefault(key, []).append(_fetch_error(int(p.partition), code))
         if image:
-            out.setdefault(IMAGE_TOPIC, []).insert(0, await self._fetch_image(image[0][1]))
+            key, p = image[0]
+            out.setdefault(key, []).insert(0, await self._fetch_image(p))
         if ours:
-            p = ours[0][1]
-            out.setdefault(TOPIC, []).insert(0, await self._fetch_ours(p, max_wait))
+            key, p = ours[0]
+            out.setdefault(key, []).insert(0, await self._fetch_ours(p, max_wait))
         return _response(req, {"throttle_time": 0, "error_code": ErrorCode.none,
                                "session_id": 0,
-                               "responses": [{"topic": n, "partitions": ps}
-                                             for n, ps in out.items()]})
+                               "responses": [{"topic": name or "", "topic_id": topic_id,
+                                              "partitions": ps}
+                                             for (name, topic_id), ps in out.items()]})
 
     async def _fetch_ours(self, p: Any, max_wait: float) -> dict[str, Any]:
         offset = int(p.fetch_offset)
@@ -348,27 +394,149 @@ class ClientApi:
                                    "topics": [], "nodes": []})
         d = node.describe_quorum()
         is_leader = d.leader_id == node.node_id
-
-        def rows(reps: Any) -> list[dict[str, Any]]:
-            return [{"replica_id": r.replica_id, "replica_directory_id": None,
-                     "log_end_offset": r.log_end_offset,
-                     "last_fetch_timestamp": r.last_fetch_timestamp,
-                     "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in reps]
-
         part = {"partition_index": PARTITION,
                 "error_code": ErrorCode.none if is_leader else ErrorCode.not_leader_or_follower,
                 "error_message": None, "leader_id": d.leader_id, "leader_epoch": d.leader_epoch,
-                "high_watermark": d.high_watermark, "current_voters": rows(d.voters),
-                "observers": rows(d.observers)}
-        nodes = []
-        for vid in node.voter_ids():
-            ep = node.client_address(vid)
-            if ep is not None:
-                nodes.append({"node_id": vid, "listeners": [
-                    {"name": "CONTROLLER", "host": ep.host, "port": ep.port}]})
+                "high_watermark": d.high_watermark, "current_voters": _rows(d.voters),
+                "observers": _rows(d.observers)}
         return _response(req, {"error_code": ErrorCode.none, "error_message": None,
                                "topics": [{"topic_name": TOPIC, "partitions": [part]}],
-                               "nodes": nodes})
+                               "nodes": self._voter_nodes(d.voter_set)})
+
+    def _voter_nodes(self, voters: VoterSet | None) -> list[dict[str, Any]]:
+        """DescribeQuorum v2's Nodes: each voter's endpoints from the voter set; a static voter
+        (no endpoints) at its client address on the controller listener."""
+        node = self.node
+        nodes = []
+        for voter in voters if voters is not None else node.voter_set():
+            listeners = [{"name": e.name, "host": e.host, "port": e.port}
+                         for e in voter.endpoints]
+            if not listeners:
+                ep = node.client_address(voter.id)
+                if ep is None:
+                    continue
+                listeners = [{"name": node.controller_listener(), "host": ep.host,
+                              "port": ep.port}]
+            nodes.append({"node_id": voter.id, "listeners": listeners})
+        return nodes
+
+    # --- KIP-853: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter -------------------------------
+
+    async def add_raft_voter(self, req: Request) -> Any:
+        body = req.body
+        voter = self._checked_voter(body.cluster_id, None, "Add voter", body.voter_id,
+                                    body.voter_directory_id, body.listeners)
+        if isinstance(voter, dict):
+            return _response(req, {"throttle_time": 0, **voter})
+        timeout_ms = min(max(int(body.timeout.total_seconds() * 1000), 0), MAX_VOTER_WAIT_MS)
+        reply = await self._change(
+            lambda rid: AddVoter(rid, voter, timeout_ms), timeout_ms / 1000.0)
+        return _response(req, {"throttle_time": 0, **reply})
+
+    async def remove_raft_voter(self, req: Request) -> Any:
+        body = req.body
+        voter = self._checked_voter(body.cluster_id, None, "Remove voter", body.voter_id,
+                                    body.voter_directory_id, None, needs_endpoint=False)
+        if isinstance(voter, dict):
+            return _response(req, {"throttle_time": 0, **voter})
+        reply = await self._change(
+            lambda rid: RemoveVoter(rid, voter.id, voter.directory_id), 0.0)
+        return _response(req, {"throttle_time": 0, **reply})
+
+    async def update_raft_voter(self, req: Request) -> Any:
+        body = req.body
+        voter = self._checked_voter(body.cluster_id, int(body.current_leader_epoch),
+                                    "Update voter", body.voter_id, body.voter_directory_id,
+                                    body.listeners)
+        feature = body.k_raft_version_feature
+        low, high = int(feature.min_supported_version), int(feature.max_supported_version)
+        if isinstance(voter, dict):
+            outcome = voter
+        elif low < 0 or high < 0 or high < low:
+            outcome = _voter_error(ErrorCode.invalid_request,
+                                   f"Update voter request has a bad kraft.version range "
+                                   f"{low}..{high}")
+        else:
+            outcome = await self._change(lambda rid: UpdateVoter(rid, voter), 0.0)
+        return _response(req, {"throttle_time": 0, "error_code": outcome["error_code"],
+                               "current_leader": self._current_leader()})
+
+    def _checked_voter(self, cluster_id: str | None, epoch: int | None, what: str,
+                       voter_id: int, directory_id: uuid.UUID | None, listeners: Any,
+                       needs_endpoint: bool = True) -> Voter | dict[str, Any]:
+        """The replica a voter RPC names, or its refusal (ErrorCode and ErrorMessage) by Kafka's
+        checks before a voter change reaches its handler, in KafkaRaftClient's order."""
+        node = self.node
+        if cluster_id is not None and cluster_id != node.cluster_id:
+            return _voter_error(ErrorCode.inconsistent_cluster_id,
+                                f'The given id "{cluster_id}" doesn\'t match the cluster id '
+                                f'"{node.cluster_id}"')
+        if epoch is not None and epoch != node.epoch():
+            code = ErrorCode.fenced_leader_epoch if epoch < node.epoch() \
+                else ErrorCode.unknown_leader_epoch
+            return _voter_error(code, f"{what} request names epoch {epoch}, the current one is "
+                                      f"{node.epoch()}")
+        if node.leader_id() != node.node_id:
+            leader = node.leader_id()
+            return _voter_error(ErrorCode.not_leader_or_follower,
+                                f"{what}: node {node.node_id} is not the leader (the leader is "
+                                f"{'unknown' if leader is None else leader})")
+        voter = _voter(voter_id, directory_id, listeners or ())
+        if voter is None:
+            return _voter_error(ErrorCode.invalid_request,
+                                f"{what} request didn't include a valid voter (a non-negative "
+                                "id and a directory id)")
+        listener = node.controller_listener()
+        if needs_endpoint and not any(e.name == listener for e in voter.endpoints):
+            return _voter_error(ErrorCode.invalid_request,
+                                f"{what} request didn't include the endpoint for the default "
+                                f"listener {listener}")
+        return voter
+
+    async def _change(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter],
+                      wait_s: float) -> dict[str, Any]:
+        """Steps the change into the core and waits for its reply (see VOTER_CHANGE_GRACE_S)."""
+        waiting = self.node.change_voters(make)
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(waiting),
+                                           wait_s + VOTER_CHANGE_GRACE_S)
+        except TimeoutError:
+            return _voter_error(ErrorCode.request_timed_out,
+                                "the voter change did not commit in time; it may still")
+        return {"error_code": reply.error, "error_message": reply.message}
+
+    def _current_leader(self) -> dict[str, Any]:
+        """UpdateRaftVoter's CurrentLeader: id, epoch and where the leader is reached."""
+        node = self.node
+        leader = node.leader_id()
+        ep = None if leader is None else node.client_address(leader)
+        return {"leader_id": _or_minus(leader), "leader_epoch": node.epoch(),
+                "host": "" if ep is None else ep.host, "port": -1 if ep is None else ep.port}
+
+
+def _rows(replicas: tuple[ReplicaDescription, ...]) -> list[dict[str, Any]]:
+    """DescribeQuorum's ReplicaState rows (v2 adds ReplicaDirectoryId; None is Kafka's zero)."""
+    return [{"replica_id": r.replica_id, "replica_directory_id": r.directory_id,
+             "log_end_offset": r.log_end_offset,
+             "last_fetch_timestamp": r.last_fetch_timestamp,
+             "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in replicas]
+
+
+def _voter(voter_id: int, directory_id: uuid.UUID | None, listeners: Any) -> Voter | None:
+    """The replica a voter RPC names, or None when it names none Kafka accepts (a negative id,
+    or no directory id: Kafka's ZERO_UUID). Endpoints are kept once per listener name, first
+    wins (Kafka keys them by name)."""
+    if int(voter_id) < 0 or directory_id is None or directory_id.int == 0:
+        return None
+    endpoints: dict[str, VoterEndpoint] = {}
+    for listener in listeners or ():
+        endpoints.setdefault(listener.name, VoterEndpoint(listener.name, listener.host,
+                                                          int(listener.port)))
+    return Voter(int(voter_id), directory_id, tuple(endpoints.values()))
+
+
+def _voter_error(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message}
 
 
 class _Compressed(Exception):
@@ -385,6 +553,22 @@ class _Unkept(Exception):
 
 
 _UNKEPT_MESSAGE = "this log keeps record values only: no keys, headers or null values"
+
+
+def _metadata_topic_name(topic: Any, version: int) -> str | None:
+    """The name a Metadata request asks for; a null name asks by topic id (v12+; below, Kafka
+    refuses it, `_not_a_topic`): ours, or None for an id no topic has."""
+    if topic.name is not None or version < 12:
+        return str(topic.name) if topic.name is not None else None
+    return TOPIC_NAMES.get(topic.topic_id) if topic.topic_id is not None else None
+
+
+def _fetch_topic(topic: Any) -> tuple[str | None, uuid.UUID | None]:
+    """A consumer Fetch's topic as (name, id): by name up to v12, by id from v13 (the name
+    None when no topic has that id)."""
+    if has_field(topic, "topic"):
+        return topic.topic, TOPIC_IDS.get(topic.topic)
+    return TOPIC_NAMES.get(topic.topic_id), topic.topic_id
 
 
 def _payloads(records: bytes | None) -> tuple[bytes, ...]:

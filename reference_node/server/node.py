@@ -26,6 +26,24 @@ appends, then `snapshot_write` (encode and write durably, then `SnapshotWritten`
 and `delete_before` (retention) last. Under the `delete-before-snapshot` switch the snapshot write
 waits `DELETE_BEFORE_SNAPSHOT_DELAY_S` off the disk thread while the deletion goes ahead, so that a
 crash in between leaves a log start no snapshot covers (the defect the switch stands for).
+
+KIP-853 voters. The core is built with the static voter set of `controller.quorum.voters` (none
+when the key is unset: the set then comes from the bootstrap checkpoint `kraft node format
+--standalone / --initial-controllers` wrote, a snapshot, or the log), this replica's directory id,
+and one pseudo id per `controller.quorum.bootstrap.servers` address (-2, -3, ..., as Kafka numbers
+them), which `Peers` maps to that address. Who is a voter is the core's to say (`core.voters`,
+`core.is_voter`), never the configuration's. Peers learn where each voter is from every voter set
+the core puts in effect (`Ready.voters`, the endpoint of the controller listener), before that
+Ready's messages go out, so that BeginQuorumEpoch reaches a voter just added. An observer that
+knows no voter set finds the leader through the bootstrap servers: a Fetch that a bootstrap
+server answers without error was answered by the leader of that epoch (only a leader serves a
+Fetch), so the leader it names is at that address. A bootstrap server that is not the leader
+names the leader's id only (our Fetch responses' NodeEndpoints carry the responder's own client
+address, not Kafka's leader endpoint), so the observer tries the bootstrap servers again after its
+fetch timeout, until it meets the leader or learns the voter set from the log. Fetch v17 carries
+this replica's directory id to the leader (KIP-853's ReplicaDirectoryId). AddRaftVoter,
+RemoveRaftVoter and UpdateRaftVoter are stepped into the core as `AddVoter` / `RemoveVoter` /
+`UpdateVoter` and answered with its `VoterChangeReply` (client_api.py).
 """
 
 from __future__ import annotations
@@ -38,11 +56,13 @@ import logging
 import random
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from reference_node.config import Endpoint, NodeConfig
 from reference_node.raft import messages as m
 from reference_node.raft.api import (
+    AddVoter,
     AppendReply,
     ClientAppend,
     ClientRead,
@@ -53,6 +73,7 @@ from reference_node.raft.api import (
     ReadReply,
     Ready,
     Receive,
+    RemoveVoter,
     ReplicaDescription,
     Send,
     Shutdown,
@@ -61,8 +82,11 @@ from reference_node.raft.api import (
     SnapshotWrite,
     SnapshotWritten,
     Tick,
+    UpdateVoter,
+    VoterChangeReply,
 )
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.voters import Voter, VoterSet
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
 from reference_node.server.events import EventsWriter
@@ -90,6 +114,12 @@ _RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FE
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def bootstrap_ids(count: int) -> tuple[int, ...]:
+    """The pseudo ids of `count` bootstrap servers: -2, -3, ... (Kafka's numbering; -1 is "no
+    node")."""
+    return tuple(-2 - i for i in range(count))
 
 
 def raft_config(cfg: NodeConfig) -> RaftConfig:
@@ -130,20 +160,25 @@ class NodeHost:
         start = self.disk.open_snapshots()  # its notes are in the recovery report, logged above
         self._log_invalid = start.log_invalid
         state, entries = self.disk.initial_state()
+        bootstrap = bootstrap_ids(len(cfg.bootstrap_servers))
         self.core = RaftCore(
-            cfg.node_id, sorted(cfg.voters), self.cluster_id, raft_config(cfg),
+            cfg.node_id, sorted(cfg.voters) or None, self.cluster_id, raft_config(cfg),
             random.Random(), _now_ms(), quorum_state=state, log=entries,
             log_start_offset=self.disk.log_start_offset, log_start_epoch=start.log_start_epoch,
             image=start.image, snapshots=start.snapshot_ids,
             snapshot_store=self.disk.snapshot_reader,
+            directory_id=self.disk.directory_id, bootstrap=bootstrap,
         )
         if start.image is not None:
             log.info("loaded snapshot %d-%d (%d keys, %d records); log [%d, %d)",
                      start.image.end_offset, start.image.epoch, len(start.image.kv),
                      start.image.records, self.disk.log_start_offset, self.core.log_end_offset)
         self.metrics = Metrics(cfg.node_id, self._gauges)
-        self.peers = Peers(cfg.node_id, {i: e for i, e in cfg.voters.items() if i != cfg.node_id},
-                           cfg.request_timeout_ms, cfg.retry_backoff_ms, ssl=cfg.peer_ssl())
+        routes = {i: e for i, e in cfg.voters.items() if i != cfg.node_id}
+        routes.update(zip(bootstrap, cfg.bootstrap_servers, strict=True))
+        self.peers = Peers(cfg.node_id, routes, cfg.request_timeout_ms, cfg.retry_backoff_ms,
+                           ssl=cfg.peer_ssl())
+        self._learn_voters(self.core.voters)
         self.client_api = ClientApi(self)
         self.linger = AppendLinger(cfg.append_linger_ms, self._step_appends)
         self.listener = Listener(self.dispatch, ConnectionLimits(
@@ -179,9 +214,11 @@ class NodeHost:
         if self.cfg.metrics_port:
             self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
                                                        self.cfg.metrics_port)
-        log.info("node %d listening on %s:%d (cluster %s, voters %s)", self.node_id,
-                 self.cfg.listen.host, self.port, self.cluster_id,
-                 {i: str(e) for i, e in self.cfg.voters.items()})
+        log.info("node %d listening on %s:%d (cluster %s, directory %s, %s of voters %s, "
+                 "kraft.version %d)", self.node_id, self.cfg.listen.host, self.port,
+                 self.cluster_id, self.core.directory_id,
+                 "one" if self.core.is_voter else "observer", self.core.voters,
+                 self.core.kraft_version)
         self._wake.set()
 
     async def stop(self, graceful: bool = True) -> None:
@@ -271,7 +308,8 @@ class NodeHost:
 
     async def _carry_out(self, ready: Ready) -> None:
         if ready.quorum_state is not None:
-            await self.disk.write_quorum_state(ready.quorum_state, tuple(sorted(self.cfg.voters)))
+            await self.disk.write_quorum_state(ready.quorum_state,
+                                               tuple(self.core.voters.sorted()))
         if ready.log_reset is not None:
             self._watch(self.disk.reset_log(ready.log_reset))
         if ready.truncate_to is not None:
@@ -289,6 +327,8 @@ class NodeHost:
             self._keep_snapshot(*ready.snapshot_received)
         if ready.delete_before is not None:
             self._watch(self.disk.delete_before(ready.delete_before))
+        if ready.voters is not None:
+            self._learn_voters(ready.voters)
         for send in ready.messages:
             self._send(send)
         for reply in ready.replies:
@@ -434,18 +474,49 @@ class NodeHost:
             # Kafka's VoteResponse has no PreVote field: the round is known by the request.
             response = dataclasses.replace(response, pre_vote=msg.pre_vote)
         self._learn(dst, answer)
+        if dst < 0:
+            self._found_behind_bootstrap(dst, response)
         # Paired with its request, so that the core can ignore an answer to a fetch that a newer
         # one superseded (the connection matched them by correlation id).
         self.step(Receive(dst, response, msg))
 
     def _learn(self, src: int, body: Any) -> None:
+        """Client addresses (what Metadata advertises) that a Raft message announces."""
         learned = translate.learned_endpoints(body)
         leader_ep = translate.leader_endpoint(body)
         if leader_ep is not None:
             learned[src] = leader_ep
         for node_id, ep in learned.items():
-            if node_id != self.node_id and node_id in self.cfg.voters:
+            if node_id != self.node_id and node_id in self.core.voters:
                 self.learned[node_id] = ep
+
+    def _learn_voters(self, voters: VoterSet) -> None:
+        """Where each voter of a set in effect is reached: its controller listener's endpoint."""
+        for voter in voters:
+            ep = self.voter_endpoint(voter)
+            if voter.id != self.node_id and ep is not None and self.peers.learn(voter.id, ep):
+                log.debug("voter %d is at %s", voter.id, ep)
+
+    def voter_endpoint(self, voter: Voter) -> Endpoint | None:
+        """The voter's endpoint on the first controller listener (Kafka's RaftManager dials
+        that one), else its first endpoint; None for a static voter (no endpoints)."""
+        wanted = self.cfg.controller_listener_names[0]
+        for ep in voter.endpoints:
+            if ep.name == wanted:
+                return Endpoint(ep.host, ep.port)
+        return Endpoint(voter.endpoints[0].host, voter.endpoints[0].port) \
+            if voter.endpoints else None
+
+    def _found_behind_bootstrap(self, pseudo_id: int, response: m.Response) -> None:
+        """A bootstrap server answered a Fetch without error: it is the leader it names (only a
+        leader serves a Fetch), so that leader is reached at the bootstrap server's address."""
+        if not isinstance(response, m.FetchResponse) or response.error != m.ErrorCode.none:
+            return
+        address = self.peers.address(pseudo_id)
+        leader = response.leader_id
+        if address is not None and leader >= 0 and leader != self.node_id and \
+                self.peers.learn(leader, address):
+            log.info("leader %d found at bootstrap server %s", leader, address)
 
     async def _raft_request(self, req: Request) -> Any:
         try:
@@ -495,7 +566,7 @@ class NodeHost:
 
     async def dispatch(self, req: Request) -> Any:
         if req.api_key in _RAFT_APIS or (
-            req.api_key == apis.FETCH and int(getattr(req.body, "replica_id", -1)) >= 0
+            req.api_key == apis.FETCH and translate.fetch_replica_id(req.body) >= 0
         ):
             return await self._raft_request(req)
         handler = self.client_api.handlers.get(req.api_key)
@@ -521,12 +592,35 @@ class NodeHost:
         return int(self.core.log_end_offset)
 
     def voter_ids(self) -> list[int]:
-        return sorted(self.cfg.voters)
+        return self.core.voters.sorted()
+
+    def voter_set(self) -> VoterSet:
+        return self.core.voters
 
     def client_address(self, node_id: int) -> Endpoint | None:
+        """client.voters, else what the node announced, else the address this node dials it
+        at (controller.quorum.voters, or the voter set's endpoint)."""
         if node_id in self.cfg.client_voters or node_id == self.node_id:
             return self.cfg.client_address(node_id)
-        return self.learned.get(node_id) or self.cfg.client_address(node_id)
+        learned = self.learned.get(node_id) or self.cfg.client_address(node_id)
+        if learned is not None:
+            return learned
+        voter = self.core.voters.get(node_id)
+        return None if voter is None else self.voter_endpoint(voter)
+
+    def controller_listener(self) -> str:
+        return self.cfg.controller_listener_names[0]
+
+    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter]
+                      ) -> asyncio.Future[VoterChangeReply]:
+        """Step the voter change `make(request_id)` into the core; its `VoterChangeReply`
+        resolves the future (the core always answers: on commit, on refusal, or when
+        leadership is lost)."""
+        request_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._clients[request_id] = (fut, time.monotonic())
+        self.step(make(request_id))
+        return fut
 
     def describe_quorum(self) -> QuorumDescription:
         """The core's description, its monotonic timestamps turned into Unix milliseconds

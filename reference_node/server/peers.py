@@ -1,4 +1,13 @@
-"""Outbound connections to the other voters, at the addresses of `controller.quorum.voters`.
+"""Outbound connections to the other replicas: the voters, and the bootstrap servers.
+
+Where a peer is reached, in order of precedence: this node's own routes (`controller.quorum.voters`,
+and the bootstrap servers of `controller.quorum.bootstrap.servers` under the negative pseudo ids
+the core knows them by), which nothing overrides (in the local backend they are the harness's
+proxies); then what the node learned (`learn`): the endpoints of the voter sets it has seen
+(KIP-853's VotersRecords), and a leader found behind a bootstrap server. A learned address is
+never forgotten, only replaced: a voter removed from the set may still lead until its removal
+commits, and an observer still fetches from it. When a peer's address changes, its connection is
+dropped, so that the next request dials the new one.
 
 One pipelined connection per peer, opened on first use and dropped on any failure; the next send
 opens a new one. A failed send is reported to the caller (the host tells the core, which decides
@@ -59,7 +68,8 @@ class Peers:
                  ssl: SSLContext | None = None) -> None:
         self._client_id = f"raft-node-{node_id}"
         self._ssl = ssl  # TLS to every peer (the controller listener's protocol), or plaintext
-        self._addresses = addresses
+        self._addresses = dict(addresses)
+        self._learned: dict[int, Endpoint] = {}
         self._timeout = request_timeout_ms / 1000.0
         self._backoff = max(retry_backoff_ms, 1) / 1000.0
         self._connections: dict[int, AsyncKafkaConnection] = {}
@@ -67,6 +77,7 @@ class Peers:
         self._down_until: dict[int, float] = {}
         self._mismatch_interval = mismatch_log_interval_s
         self._mismatch_logged: dict[tuple[int, str, str], tuple[float, int]] = {}
+        self._closing: set[asyncio.Future[None]] = set()
 
     async def request(self, peer: int, outbound: Outbound) -> Any:
         """The peer's response, or a WireError (certainly_not_sent when nothing was sent)."""
@@ -84,6 +95,25 @@ class Peers:
             await self._drop(peer, conn)
             raise
 
+    def address(self, peer: int) -> Endpoint | None:
+        """Where `peer` is reached: this node's own route to it, else the learned address."""
+        return self._addresses.get(peer) or self._learned.get(peer)
+
+    def learn(self, peer: int, endpoint: Endpoint) -> bool:
+        """`peer` is at `endpoint` (a voter set's endpoint, a leader found behind a bootstrap
+        server); ignored where this node has its own route. True when the address changed."""
+        if peer in self._addresses or self._learned.get(peer) == endpoint:
+            return False
+        known = peer in self._learned
+        self._learned[peer] = endpoint
+        conn = self._connections.pop(peer, None)
+        if conn is not None:
+            self._close_later(conn)
+        self._down_until.pop(peer, None)
+        if known:
+            log.info("peer %d moved to %s", peer, endpoint)
+        return True
+
     def versions(self, peer: int) -> dict[int, VersionRange] | None:
         """The peer's ranges as its current connection read them, or None without one."""
         conn = self._connections.get(peer)
@@ -96,9 +126,9 @@ class Peers:
         pending = self._connecting.get(peer)
         if pending is not None:
             return await asyncio.shield(pending)
-        address = self._addresses.get(peer)
+        address = self.address(peer)
         if address is None:
-            raise ConnectFailed(f"no address for voter {peer}")
+            raise ConnectFailed(f"no address for replica {peer}")
         if time.monotonic() < self._down_until.get(peer, 0.0):
             raise ConnectFailed(f"voter {peer} at {address} is backing off", str(address))
         future: asyncio.Future[AsyncKafkaConnection] = asyncio.get_running_loop().create_future()
@@ -113,6 +143,9 @@ class Peers:
         finally:
             self._connecting.pop(peer, None)
         future.set_result(conn)
+        if self.address(peer) != address:  # moved while we dialled: not this peer any more
+            self._close_later(conn)
+            raise ConnectFailed(f"replica {peer} moved from {address}", str(address))
         self._connections[peer] = conn
         return conn
 
@@ -142,6 +175,11 @@ class Peers:
         log.warning("%s to voter %d at %s not sent: no common version (%s)%s",
                     outbound.name, peer, conn.address, ranges, again)
 
+    def _close_later(self, conn: AsyncKafkaConnection) -> None:
+        closing = asyncio.ensure_future(conn.close())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
     async def _drop(self, peer: int, conn: AsyncKafkaConnection) -> None:
         if self._connections.get(peer) is conn:
             del self._connections[peer]
@@ -154,3 +192,7 @@ class Peers:
             with contextlib.suppress(Exception):
                 await conn.close()
         self._connections.clear()
+        for closing in list(self._closing):
+            with contextlib.suppress(BaseException):
+                await closing
+        self._closing.clear()

@@ -17,14 +17,17 @@ version); this package only frames them and moves them.
   requests on an event loop (node-to-node RPCs). Their errors are `WireError`s whose
   `certainly_not_sent` says whether the request may have taken effect.
 - `records` builds and reads RecordBatch v2 for the `append` workload (docs/contracts.md).
-- `requests` builds the few requests the harness and the CLI send, for any supported version.
+- `requests` builds the few requests the harness and the CLI send, for any supported version
+  (KIP-853's voter changes among them).
 """
 
 from .aio import AsyncKafkaConnection
 from .apis import (
+    ADD_RAFT_VOTER,
     API_NAMES,
     API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
+    CLIENT_APIS,
     DESCRIBE_QUORUM,
     END_QUORUM_EPOCH,
     FETCH,
@@ -33,8 +36,11 @@ from .apis import (
     METADATA,
     METADATA_PARTITION,
     METADATA_TOPIC,
+    METADATA_TOPIC_ID,
     PRODUCE,
+    REMOVE_RAFT_VOTER,
     SUPPORTED_APIS,
+    UPDATE_RAFT_VOTER,
     VOTE,
     VersionRange,
     api_versions_response,
@@ -68,9 +74,11 @@ from .errors import (
 )
 
 __all__ = [
+    "ADD_RAFT_VOTER",
     "API_NAMES",
     "API_VERSIONS",
     "BEGIN_QUORUM_EPOCH",
+    "CLIENT_APIS",
     "DESCRIBE_QUORUM",
     "END_QUORUM_EPOCH",
     "FETCH",
@@ -80,8 +88,11 @@ __all__ = [
     "METADATA",
     "METADATA_PARTITION",
     "METADATA_TOPIC",
+    "METADATA_TOPIC_ID",
     "PRODUCE",
+    "REMOVE_RAFT_VOTER",
     "SUPPORTED_APIS",
+    "UPDATE_RAFT_VOTER",
     "VOTE",
     "AsyncKafkaConnection",
     "BadResponse",

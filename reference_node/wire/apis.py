@@ -1,15 +1,21 @@
 """What the reference node speaks: the one table of API keys and version ranges.
 
 The ranges are the intersection of what kio has schemas for, what the node implements, and what
-librdkafka (confluent-kafka 2.x) negotiates without features we lack: Fetch stops at 12 because
-13+ names topics by id, Metadata at 12 because 13 is not in every client. The KRaft APIs (Vote,
+librdkafka (confluent-kafka 2.x) negotiates without features we lack: Metadata stops at 12
+because 13 is not in every client. Fetch goes to 17, where KIP-853's ReplicaDirectoryId tells the
+leader which directory a fetcher is; from 13 on Fetch names topics by id, so Metadata lists each
+topic's id (`__cluster_metadata` has Kafka's fixed `METADATA_TOPIC_ID`). Our own clients (the
+harness, `kraft quorum`) name topics and keep to Fetch 12 (`CLIENT_APIS`). The KRaft APIs (Vote,
 BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, and KIP-630's FetchSnapshot) take the whole range
-kio knows, since only our own nodes and `kraft quorum` send them.
+kio knows, since only our own nodes and `kraft quorum` send them. KIP-853's AddRaftVoter,
+RemoveRaftVoter and UpdateRaftVoter take v0: AddRaftVoter v1 adds AckWhenCommitted=false (answer
+once appended), which the core does not offer.
 """
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -29,6 +35,9 @@ BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
+ADD_RAFT_VOTER = 80
+REMOVE_RAFT_VOTER = 81
+UPDATE_RAFT_VOTER = 82
 
 API_NAMES: dict[int, str] = {
     PRODUCE: "Produce",
@@ -41,6 +50,9 @@ API_NAMES: dict[int, str] = {
     END_QUORUM_EPOCH: "EndQuorumEpoch",
     DESCRIBE_QUORUM: "DescribeQuorum",
     FETCH_SNAPSHOT: "FetchSnapshot",
+    ADD_RAFT_VOTER: "AddRaftVoter",
+    REMOVE_RAFT_VOTER: "RemoveRaftVoter",
+    UPDATE_RAFT_VOTER: "UpdateRaftVoter",
 }
 
 
@@ -65,7 +77,7 @@ class VersionRange:
 
 SUPPORTED_APIS: dict[int, VersionRange] = {
     PRODUCE: VersionRange(3, 9),
-    FETCH: VersionRange(4, 12),
+    FETCH: VersionRange(4, 17),
     LIST_OFFSETS: VersionRange(1, 7),
     METADATA: VersionRange(1, 12),
     API_VERSIONS: VersionRange(0, 3),
@@ -74,11 +86,19 @@ SUPPORTED_APIS: dict[int, VersionRange] = {
     END_QUORUM_EPOCH: VersionRange(0, 1),
     DESCRIBE_QUORUM: VersionRange(0, 2),
     FETCH_SNAPSHOT: VersionRange(0, 1),
+    ADD_RAFT_VOTER: VersionRange(0, 0),
+    REMOVE_RAFT_VOTER: VersionRange(0, 0),
+    UPDATE_RAFT_VOTER: VersionRange(0, 0),
 }
 """The APIs the reference node implements. The one place to change when a version is added."""
 
+CLIENT_APIS: dict[int, VersionRange] = {**SUPPORTED_APIS, FETCH: VersionRange(4, 12)}
+"""What `KafkaClient` speaks by default: everything, but Fetch up to 12 (topics by name)."""
+
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+"""Kafka's `Uuid.METADATA_TOPIC_ID` (0, 1): how Fetch v13+ and Metadata name `__cluster_metadata`."""
 
 
 def request_module(api_key: int, version: int) -> ModuleType:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .apis import API_VERSIONS, SUPPORTED_APIS, VersionRange, negotiate, request_module
+from .apis import API_VERSIONS, CLIENT_APIS, VersionRange, negotiate, request_module
 from .codec import MAX_FRAME_SIZE, ClientCodec
 from .errors import (
     BadResponse,
@@ -39,6 +39,7 @@ class KafkaClient:
     picks the highest version both sides support and sends `build(version)`. Both return the kio
     response or raise a `WireError`; a response's own error codes are the caller's to read.
     Safe to share between threads (requests are serialised), though one per thread is simpler.
+    `supported` is what we speak (default `apis.CLIENT_APIS`: Fetch names topics, up to v12).
     With `ssl` the connection is TLS (`reference_node.wire.tls.client_context`), and the server's
     certificate must name `host` unless that context's hostname check is off.
     """
@@ -60,7 +61,7 @@ class KafkaClient:
         self.timeout = timeout
         self.address = f"{host}:{port}"
         self._max_frame_size = max_frame_size
-        self._ours = SUPPORTED_APIS if supported is None else supported
+        self._ours = CLIENT_APIS if supported is None else supported
         self._ssl = ssl
         self._sock: socket.socket | None = None
         self._codec: ClientCodec | None = None

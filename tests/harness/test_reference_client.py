@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from harness.targets.reference_client import KV_IMAGE, ReferenceClient, image_of
 from reference_node.raft.image import decode_command
 from reference_node.wire import FETCH, LIST_OFFSETS, METADATA_TOPIC, PRODUCE, RequestTimeout
-from reference_node.wire.apis import SUPPORTED_APIS
+from reference_node.wire.apis import CLIENT_APIS
 from reference_node.wire.records import build_batch, encode_value, parse_batches
 
 Op = dict[str, Any]
@@ -28,7 +28,7 @@ class Conn:
         self.sent: list[tuple[int, Any]] = []
 
     def call(self, api_key: int, build: Callable[[int], Any], timeout: float) -> Any:
-        self.sent.append((api_key, build(SUPPORTED_APIS[api_key].max)))
+        self.sent.append((api_key, build(CLIENT_APIS[api_key].max)))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer

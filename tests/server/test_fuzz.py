@@ -203,8 +203,9 @@ def test_decodable_but_malformed_requests_get_invalid_request(node: Cluster) -> 
             leader_endpoints=[]),
         raw(apis.END_QUORUM_EPOCH, cluster_id=CLUSTER_ID, leader_endpoints=[],
             topics=[{"topic_name": "other", "partitions": []}]),
-        raw(apis.FETCH, **raft_fetch, topics=[]),
-        raw(apis.FETCH, **raft_fetch, topics=[{"topic": apis.METADATA_TOPIC, "partitions": []}]),
+        raw(apis.FETCH, 12, **raft_fetch, topics=[]),
+        raw(apis.FETCH, 12, **raft_fetch,
+            topics=[{"topic": apis.METADATA_TOPIC, "partitions": []}]),
         raw(apis.DESCRIBE_QUORUM, topics=[]),
         raw(apis.FETCH_SNAPSHOT, cluster_id=CLUSTER_ID, replica_id=2, max_bytes=1, topics=[]),
         raw(apis.FETCH_SNAPSHOT, cluster_id=CLUSTER_ID, replica_id=2, max_bytes=1,
@@ -215,7 +216,7 @@ def test_decodable_but_malformed_requests_get_invalid_request(node: Cluster) -> 
     unparsable = [
         raw(apis.VOTE, cluster_id=CLUSTER_ID, voter_id=-1, topics=None),
         raw(apis.DESCRIBE_QUORUM, topics=None),
-        raw(apis.FETCH, **{**raft_fetch, "replica_id": -1}, topics=None),
+        raw(apis.FETCH, 12, **{**raft_fetch, "replica_id": -1}, topics=None),
         raw(apis.LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=None),
     ]
     for request in unparsable:

@@ -55,7 +55,7 @@ def test_versions_that_can_carry_each_request() -> None:
     assert translate.request_versions(PRE_VOTE) == VersionRange(2, 2)
     assert translate.request_versions(BEGIN) == apis.SUPPORTED_APIS[apis.BEGIN_QUORUM_EPOCH]
     assert translate.request_versions(END) == apis.SUPPORTED_APIS[apis.END_QUORUM_EPOCH]
-    assert translate.request_versions(FETCH) == VersionRange(12, 12)
+    assert translate.request_versions(FETCH) == VersionRange(12, 17)
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -155,7 +155,7 @@ def test_peers_negotiate_with_an_older_voter(caplog: pytest.LogCaptureFixture) -
     for text in warnings:
         assert "voter 2 at 127.0.0.1:" in text and "not sent: no common version" in text
     assert "Vote (pre-vote)" in pre_vote and "ours 2..2, theirs 0..0" in pre_vote
-    assert fetch.startswith("Fetch") and "ours 12..12, theirs 4..11" in fetch
+    assert fetch.startswith("Fetch") and "ours 12..17, theirs 4..11" in fetch
 
 
 def test_mismatch_warning_is_throttled_and_counts_what_it_held_back(
@@ -289,7 +289,7 @@ def test_follower_of_a_leader_without_a_common_fetch_sends_nothing_and_says_why(
     warnings = _warnings(caplog)
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("Fetch to voter 2 at 127.0.0.1:")
-    assert "ours 12..12, theirs 4..11" in warnings[0]
+    assert "ours 12..17, theirs 4..11" in warnings[0]
 
 
 def _fetch_failures(caplog: pytest.LogCaptureFixture) -> int:

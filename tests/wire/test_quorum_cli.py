@@ -25,7 +25,9 @@ def test_status_output(capsys: pytest.CaptureFixture[str]) -> None:
         "HighWatermark:          10",
         "MaxFollowerLag:         2",
         "MaxFollowerLagTimeMs:   2",
-        'CurrentVoters:          [{"id": 1}, {"id": 2}, {"id": 3}]',
+        # Kafka's KIP-853 layout: a static voter's directory is unknown (null).
+        'CurrentVoters:          [{"id": 1, "directoryId": null}, {"id": 2, "directoryId": null}, '
+        '{"id": 3, "directoryId": null}]',
         "CurrentObservers:       []",
     ]
 
