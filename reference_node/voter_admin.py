@@ -21,9 +21,6 @@ No leader found is a `QuorumError`, a `WireError` whose request was certainly no
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,6 +30,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from reference_node.raft.voters import ZERO_UUID_TEXT
+from reference_node.raft.voters import kafka_uuid as kafka_uuid
+from reference_node.raft.voters import parse_kafka_uuid as parse_kafka_uuid
 from reference_node.wire import (
     ADD_RAFT_VOTER,
     DESCRIBE_QUORUM,
@@ -51,8 +51,7 @@ from reference_node.wire.requests import (
     remove_raft_voter_request,
 )
 
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
-_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
+ZERO_UUID = ZERO_UUID_TEXT
 DESCRIBE_TIMEOUT_S = 10.0
 """How long `add_voter` / `remove_voter` look for the leader at most (within their timeout)."""
 REPLY_GRACE_S = 20.0
@@ -113,25 +112,6 @@ class Leader:
     address: tuple[str, int]
     cluster_id: str | None
     info: QuorumInfo
-
-
-def kafka_uuid(value: uuid.UUID | None) -> str:
-    """Kafka's text form of a Uuid: URL-safe base64 of its 16 bytes, unpadded."""
-    if value is None:
-        return ZERO_UUID
-    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    """The inverse of `kafka_uuid` (what `kafka-storage random-uuid` prints); ValueError if
-    `text` is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "==") if _UUID_TEXT.fullmatch(text) else b""
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 16:
-        raise ValueError(f"{text!r} is not a Kafka Uuid (22 characters of URL-safe base64)")
-    return uuid.UUID(bytes=raw)
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:

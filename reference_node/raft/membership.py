@@ -25,7 +25,7 @@ from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import Entry, EntryKind, ErrorCode
 from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import Leader, PendingVoterChange
-from reference_node.raft.voters import Voter, VoterSet
+from reference_node.raft.voters import Voter, VoterSet, kafka_uuid
 
 
 def _reply(core: CoreOps, request_id: int, error: ErrorCode, message: str | None = None) -> None:
@@ -85,8 +85,8 @@ def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
     voters = core.voters
     if not voters.is_voter(req.voter_id, req.directory_id):
         _reply(core, req.request_id, ErrorCode.voter_not_found,
-               f"remove voter: replica {req.voter_id} (directory {req.directory_id}) is not a "
-               f"voter of {voters.sorted()}")
+               f"remove voter: replica {req.voter_id} (directory "
+               f"{kafka_uuid(req.directory_id)}) is not a voter of {voters.sorted()}")
         return
     new = voters.without(req.voter_id)
     if not new:
@@ -111,8 +111,9 @@ def on_update_voter(core: CoreOps, req: UpdateVoter) -> None:
     voter = req.voter
     if not voters.is_voter(voter.id, voter.directory_id) or not voter.endpoints:
         _reply(core, req.request_id, ErrorCode.voter_not_found,
-               f"update voter: replica {voter.id} (directory {voter.directory_id}) is not a "
-               f"voter of {voters.sorted()}, or names no endpoint")
+               f"update voter: replica {voter.id} (directory "
+               f"{kafka_uuid(voter.directory_id)}) is not a voter of {voters.sorted()}, or "
+               "names no endpoint")
         return
     change = PendingVoterChange(req.request_id, "update", voter, deadline=core.now)
     state.voter_changes.append(change)
@@ -123,7 +124,7 @@ def _append(core: CoreOps, change: PendingVoterChange, new: VoterSet) -> None:
     offset = core.log.end_offset
     change.offset = offset
     core.event(type="voter-change", change=change.kind, voter=change.voter.id,
-               directory_id=str(change.voter.directory_id or ""), offset=offset,
+               directory_id=kafka_uuid(change.voter.directory_id), offset=offset,
                epoch=core.epoch, hw=core.hw, voters=new.sorted())
     core.append_entries([Entry(offset, core.epoch, EntryKind.VOTERS, new.encode())])
 
@@ -154,7 +155,7 @@ def try_add(core: CoreOps, state: Leader) -> None:
             state.voter_changes.remove(change)
             _reply(core, change.request_id, ErrorCode.request_timed_out,
                    f"add voter: replica {change.voter.id} (directory "
-                   f"{change.voter.directory_id}) has not caught up with the leader")
+                   f"{kafka_uuid(change.voter.directory_id)}) has not caught up with the leader")
 
 
 def on_commit(core: CoreOps, state: Leader) -> None:

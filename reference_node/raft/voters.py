@@ -21,13 +21,44 @@ across a change.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import json
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-__all__ = ["Voter", "VoterEndpoint", "VoterHistory", "VoterSet", "overlapping"]
+__all__ = [
+    "Voter", "VoterEndpoint", "VoterHistory", "VoterSet", "kafka_uuid", "overlapping",
+    "parse_kafka_uuid",
+]
+
+ZERO_UUID_TEXT = "AAAAAAAAAAAAAAAAAAAAAA"
+"""Kafka's ZERO_UUID as text: no directory id."""
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+def kafka_uuid(value: uuid.UUID | None) -> str:
+    """Kafka's `Uuid.toString`: URL-safe base64 of the 16 bytes, unpadded (None: ZERO_UUID), the
+    form `meta.properties`, the tools and error messages show a directory id in."""
+    if value is None:
+        return ZERO_UUID_TEXT
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """The inverse of `kafka_uuid` (Kafka's `Uuid.fromString`, what `kafka-storage random-uuid`
+    prints); ValueError saying what it takes."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "==") if _UUID_TEXT.fullmatch(text) else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise ValueError(f"{text!r} is not a Kafka Uuid (22 characters of URL-safe base64, as "
+                         "`kafka-storage random-uuid` prints)")
+    return uuid.UUID(bytes=raw)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -62,7 +93,7 @@ class Voter:
         """`id@host:port:directoryId`, the form `kraft node format --initial-controllers` takes."""
         ep = self.endpoints[0] if self.endpoints else None
         where = f"{ep.host}:{ep.port}" if ep else "?:?"
-        return f"{self.id}@{where}:{self.directory_id or '-'}"
+        return f"{self.id}@{where}:{kafka_uuid(self.directory_id)}"
 
 
 class VoterSet:

@@ -25,7 +25,6 @@ Directory ids on disk and on command lines are Kafka's Uuid text form (`uuid_tex
 
 from __future__ import annotations
 
-import base64
 import io
 import uuid
 from functools import cache
@@ -38,7 +37,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, u16
 
 from reference_node.raft.voters import Voter as CoreVoter
-from reference_node.raft.voters import VoterEndpoint, VoterSet
+from reference_node.raft.voters import VoterEndpoint, VoterSet, kafka_uuid, parse_kafka_uuid
 
 __all__ = [
     "KRAFT_VERSION_MAX",
@@ -69,22 +68,8 @@ class ControlRecordError(ValueError):
 # --- Kafka's Uuid text form -----------------------------------------------------------------------
 
 
-def uuid_text(value: uuid.UUID | None) -> str:
-    """Kafka's `Uuid.toString`: URL-safe base64 of the 16 bytes, unpadded (None: ZERO_UUID)."""
-    raw = (value or ZERO_UUID).bytes
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def parse_uuid_text(text: str) -> uuid.UUID:
-    """The inverse of `uuid_text` (Kafka's `Uuid.fromString`); ValueError saying what it takes."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (ValueError, TypeError):
-        raw = b""
-    if len(text) != 22 or len(raw) != 16:
-        raise ValueError(f"{text!r} is not a Kafka Uuid (22 characters of URL-safe base64, as "
-                         "`kafka-storage random-uuid` prints)")
-    return uuid.UUID(bytes=raw)
+uuid_text = kafka_uuid
+parse_uuid_text = parse_kafka_uuid
 
 
 # --- the payloads ---------------------------------------------------------------------------------
