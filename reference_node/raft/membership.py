@@ -33,6 +33,18 @@ def _reply(core: CoreOps, request_id: int, error: ErrorCode, message: str | None
     core.reply(VoterChangeReply(request_id, error, message, leader, core.epoch))
 
 
+def _changing_leader(core: CoreOps, request_id: int, kind: str) -> Leader | None:
+    """The leader state, when a voter change may start now; else the request is refused, with
+    Kafka's error, and None."""
+    refusal = _refusal(core, kind)
+    if refusal is not None:
+        _reply(core, request_id, *refusal)
+        return None
+    state = core.state
+    assert isinstance(state, Leader)
+    return state
+
+
 def _refusal(core: CoreOps, kind: str) -> tuple[ErrorCode, str] | None:
     """Why no voter change can start now, or None."""
     state = core.state
@@ -54,12 +66,9 @@ def _refusal(core: CoreOps, kind: str) -> tuple[ErrorCode, str] | None:
 
 
 def on_add_voter(core: CoreOps, req: AddVoter) -> None:
-    refusal = _refusal(core, "add voter")
-    if refusal is not None:
-        _reply(core, req.request_id, *refusal)
+    state = _changing_leader(core, req.request_id, "add voter")
+    if state is None:
         return
-    state = core.state
-    assert isinstance(state, Leader)
     voter = req.voter
     if voter.id in core.voters:
         _reply(core, req.request_id, ErrorCode.duplicate_voter,
@@ -76,12 +85,9 @@ def on_add_voter(core: CoreOps, req: AddVoter) -> None:
 
 
 def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
-    refusal = _refusal(core, "remove voter")
-    if refusal is not None:
-        _reply(core, req.request_id, *refusal)
+    state = _changing_leader(core, req.request_id, "remove voter")
+    if state is None:
         return
-    state = core.state
-    assert isinstance(state, Leader)
     voters = core.voters
     if not voters.is_voter(req.voter_id, req.directory_id):
         _reply(core, req.request_id, ErrorCode.voter_not_found,
@@ -101,12 +107,9 @@ def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
 
 
 def on_update_voter(core: CoreOps, req: UpdateVoter) -> None:
-    refusal = _refusal(core, "update voter")
-    if refusal is not None:
-        _reply(core, req.request_id, *refusal)
+    state = _changing_leader(core, req.request_id, "update voter")
+    if state is None:
         return
-    state = core.state
-    assert isinstance(state, Leader)
     voters = core.voters
     voter = req.voter
     if not voters.is_voter(voter.id, voter.directory_id) or not voter.endpoints:
