@@ -6,7 +6,8 @@ history, which carries only its model's name (test.json's `workload`), is judged
 
 With node data (`nodes/<node>/`), every suite adds `raft-invariants` and `snapshots` (the KIP-630
 snapshot/log invariants; the append history's reads and acknowledgements are evidence for them
-too, a kv history has none).
+too, a kv history has none), and, in a run that changed its voters, `membership` (KIP-853: every
+voter change reported ok is committed, and the final voter set is the log's).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
 a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
@@ -35,6 +36,7 @@ from checkers import (
     linearizable,
     log_anomalies,
     log_linearizable,
+    membership,
     raft_invariants,
     snapshots,
 )
@@ -145,6 +147,9 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
         # snapshot/log invariants: the append history's reads and acks are evidence too; other
         # workloads (kv) are judged on the node data alone
         verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed))
+        if membership.applies(history, test):
+            # KIP-853: every voter change the nemesis was told succeeded is committed
+            verdicts.run("membership", lambda: membership.check(history, test, node_data()))
     results = verdicts.results
 
     anomalies = merge_anomalies(list(results.values()))

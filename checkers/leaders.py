@@ -265,6 +265,8 @@ def nodes_touched(value: Any) -> str:
     """The nodes a nemesis op names, as a person reads them: sides of a partition split by |."""
     if not isinstance(value, dict):
         return ""
+    if isinstance(value.get("op"), str):  # a membership change: what it did to whom
+        return f"{value['op']} {nodes_touched({k: v for k, v in value.items() if k != 'op'})}"
     for key in NODE_FIELDS:
         found = value.get(key)
         if isinstance(found, list) and found and all(isinstance(g, list) for g in found):

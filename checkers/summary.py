@@ -24,6 +24,7 @@ def render(results: dict[str, Any], history: list[Op]) -> str:
     lines += _availability(stats.get("availability") or {})
     lines += _checkers(results.get("checkers") or {})
     lines += _snapshots((results.get("checkers") or {}).get("snapshots") or {})
+    lines += _membership((results.get("checkers") or {}).get("membership") or {})
     lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
     valid = results.get("valid")
     reason = results.get("reason") if valid is not True and valid is not False else None
@@ -99,6 +100,24 @@ def _snapshots(result: dict[str, Any]) -> list[str]:
         lines.append(f"  acknowledged writes below a log start: "
                      f"{writes['acked_below_log_start']} ({writes.get('proven_present', 0)} "
                      f"proven present by a snapshot, {writes.get('unverifiable', 0)} unverifiable)")
+    return lines
+
+
+def _membership(result: dict[str, Any]) -> list[str]:
+    """What the membership checker counted: whether voter changes were exercised at all."""
+    if "committed" not in result:
+        return []
+    kinds = result.get("committed_by_kind") or {}
+    by_kind = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    outcomes = ", ".join(f"{result_}={count}" for result_, count in
+                         (result.get("outcomes") or {}).items())
+    lines = [f"membership: {result['committed']} voter change(s) committed"
+             + (f" ({by_kind})" if by_kind else "")
+             + f", leader removed {result.get('leader_removals', 0)} time(s), "
+             f"{result.get('restarts', 0)} removed node(s) restarted as observers"]
+    lines.append(f"  asked {result.get('requested', 0)}" + (f": {outcomes}" if outcomes else "")
+                 + (f"; final voters {' '.join(result['final_voters'])}"
+                    if result.get("final_voters") else ""))
     return lines
 
 

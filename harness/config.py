@@ -2,11 +2,18 @@
 
 Every random choice of a run (the operations, the faults and their targets) derives from `seed`:
 the generator and the nemesis each get a sub-seed drawn from it, and both are recorded.
+
+With the `membership` nemesis, `spares` more nodes are deployed after `nodes` (named on from
+them: n6, n7 after n1..n5), started as observers, and the initial voters (`nodes`) keep their voter
+set in the log; each initial voter's directory id (Kafka's Uuid text) is drawn from the seed
+(`directory_ids`), so that a run's voter set is the same on a replay.
 """
 
 from __future__ import annotations
 
+import base64
 import random
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +36,7 @@ class TestConfig:
     nemesis_interval: float = 5.0
     partition_shapes: list[str] = field(default_factory=list)  # empty: every shape
     lagging_duration: float = 15.0  # seconds the lagging-follower nemesis keeps its node away
+    spares: int = 2  # nodes deployed as observers beside `nodes` for the membership nemesis
     time_limit: float = 60.0
     concurrency: int = 0  # 0: twice the number of nodes
     rate: float = 10.0  # ops per second, all processes together
@@ -50,11 +58,56 @@ class TestConfig:
         rng = random.Random(self.seed)
         return {"generator": rng.getrandbits(63), "nemesis": rng.getrandbits(63)}
 
+    @property
+    def membership(self) -> bool:
+        """Whether the run changes its voters (and so deploys spares, voters in the log)."""
+        return MEMBERSHIP in self.nemesis
+
+    def spare_nodes(self) -> list[str]:
+        """The spares' names (none without the membership nemesis): n<k> for the next free k."""
+        if not self.membership:
+            return []
+        names: list[str] = []
+        k = len(self.nodes)
+        while len(names) < self.spares:
+            k += 1
+            if f"n{k}" not in self.nodes:
+                names.append(f"n{k}")
+        return names
+
+    def all_nodes(self) -> list[str]:
+        """Every node deployed: the initial voters, then the spares."""
+        return [*self.nodes, *self.spare_nodes()]
+
+    def directory_ids(self) -> dict[str, str]:
+        """Each initial voter's directory id, drawn from the seed (membership runs only)."""
+        if not self.membership:
+            return {}
+        rng = random.Random(f"directory-ids-{self.seed}")
+        return {node: kafka_uuid_text(rng) for node in self.nodes}
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["name"] = self.test_name
         data["seeds"] = self.seeds()
+        if self.membership:
+            # the runner adds the spares' directory ids and the final quorum once it knows them
+            data["membership"] = {"spares": self.spare_nodes(),
+                                  "directory_ids": self.directory_ids()}
         return data
+
+
+MEMBERSHIP = "membership"
+
+
+def kafka_uuid_text(rng: random.Random) -> str:
+    """A random version-4 Uuid in Kafka's text form (URL-safe base64, unpadded) that does not
+    begin with '-' (a command line would read it as a flag), as Kafka's Uuid.randomUuid avoids."""
+    while True:
+        value = uuid.UUID(int=rng.getrandbits(128), version=4)
+        text = base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def parse_nodes(text: str) -> list[str]:

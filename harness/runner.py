@@ -42,6 +42,7 @@ from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
+from nemesis.membership import CanChangeMembership
 from nemesis.registry import build
 from nemesis.schedule import Schedule
 
@@ -96,7 +97,8 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
             harness_log.write(f"{time.strftime('%H:%M:%S')} {message}\n")
 
     try:
-        _deploy_and_run(config, backend, target, workload, history, run_dir, log, out, problems)
+        _deploy_and_run(config, backend, target, workload, history, run_dir, log, out, problems,
+                        test)
     except KeyboardInterrupt:
         error, outcome = "interrupted", "interrupted"
     except RunFailed as exc:  # said in full already
@@ -162,24 +164,56 @@ def _plots(ops: list[Op], run_dir: Path, results: dict[str, Any],
 
 def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, workload: Workload,
                     history: History, run_dir: Path, log: Callable[[str], None],
-                    out: TextIO, problems: list[str]) -> None:
+                    out: TextIO, problems: list[str], test: dict[str, Any]) -> None:
+    """`test` (test.json) gains what only the deployment learns (the membership facts)."""
+    nodes = config.all_nodes()
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
-                       nodes=config.nodes, ports=target.ports, run_dir=run_dir)
+                       nodes=nodes, ports=target.ports, run_dir=run_dir)
     db = target.db()
+    membership = _membership(config, db, test)
     try:
         announce(out, "deploy")
         log(f"backend {backend.name}: setup")
         backend.setup(spec)
         try:
             log("db: setup")
-            db.setup(backend, config.nodes, config.node_config)
-            _wait_for_leader(db, backend, config.nodes, config.recovery_time, log)
+            db.setup(backend, nodes, config.node_config)
+            if membership is not None and isinstance(db, CanChangeMembership):
+                # the drawn ones, and those the spares' formatting made
+                membership["directory_ids"] = {**membership.get("directory_ids", {}),
+                                               **db.directory_ids}
+            _wait_for_leader(db, backend, nodes, config.recovery_time, log)
             _run_workload(config, backend, target, db, workload, history, log, out, problems)
+            if membership is not None and isinstance(db, CanChangeMembership):
+                membership["final_quorum"] = _final_quorum(db, backend, nodes, log)
         finally:
-            _teardown_db(db, backend, config.nodes, run_dir, log)
+            _teardown_db(db, backend, nodes, run_dir, log)
     finally:
         log(f"backend {backend.name}: teardown")
         backend.teardown()
+
+
+def _membership(config: TestConfig, db: DB, test: dict[str, Any]) -> dict[str, Any] | None:
+    """With the membership nemesis: tell the DB its spares and the initial voters' directory ids,
+    and return test.json's `membership` entry, to be completed as the run learns more."""
+    if not config.membership or not isinstance(db, CanChangeMembership):
+        return None
+    membership: dict[str, Any] = test.setdefault("membership", {})
+    db.use_spares(config.spare_nodes(), config.directory_ids())
+    return membership
+
+
+def _final_quorum(db: CanChangeMembership, backend: Backend, nodes: list[str],
+                  log: Callable[[str], None]) -> dict[str, Any] | None:
+    """The quorum as DescribeQuorum shows it after the final reads (test.json's
+    `membership.final_quorum`, for the membership checker), or None when no node could say."""
+    try:
+        quorum = db.quorum(backend, nodes)
+    except Exception as exc:
+        log(f"final quorum: {exc!r}")
+        return None
+    log(f"final quorum: {json.dumps(quorum)}")
+    return quorum
 
 
 def _teardown_db(db: DB, backend: Backend, nodes: list[str], run_dir: Path,
@@ -214,22 +248,22 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   workload: Workload, history: History, log: Callable[[str], None],
                   out: TextIO, problems: list[str]) -> None:
     seeds = config.seeds()
-    env = Env(backend, db, config.nodes)
+    nodes = config.all_nodes()
+    env = Env(backend, db, nodes)
     schedule = Schedule(build(config.nemesis, env, config.partition_shapes,
-                              config.lagging_duration),
+                              config.lagging_duration, initial_voters=len(config.nodes)),
                         config.nemesis_interval, seeds["nemesis"], history, log)
     completions: queue.Queue[tuple[Worker, Op]] = queue.Queue()
 
     def make_client(node: str) -> Callable[[], Client]:
         def open_client() -> Client:
             client = target.client()
-            client.open(backend, config.nodes, node)
+            client.open(backend, nodes, node)
             return client
         return open_client
 
-    workers = [Worker(slot, config.concurrency, make_client(config.nodes[slot % len(config.nodes)]),
-                      config.nodes[slot % len(config.nodes)], history, completions,
-                      config.op_timeout)
+    workers = [Worker(slot, config.concurrency, make_client(nodes[slot % len(nodes)]),
+                      nodes[slot % len(nodes)], history, completions, config.op_timeout)
                for slot in range(config.concurrency)]
     interpreter = Interpreter(history, workers)
     gen = TimeLimit(Stagger(workload.generator(seeds["generator"]),
@@ -240,7 +274,7 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
     def status() -> str:
         elapsed = time.monotonic() - started
         active = dict(schedule.active)
-        fault = ", ".join(f"{kind}({choice.get('shape') or choice.get('target')})"
+        fault = ", ".join(f"{kind}({_what(choice)})"
                           for kind, choice in active.items()) or "none"
         fault += f"; {schedule.started} started"
         return (f"[{elapsed:5.0f}s] ops {interpreter.done} done, {interpreter.in_flight} in "
@@ -263,8 +297,15 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
         problems.append(f"the nemesis died: {schedule.error}")
     _stop_if_unrecorded(history)
     log("healed; waiting for recovery")
-    _wait_for_leader(db, backend, config.nodes, config.recovery_time, log)
+    _wait_for_leader(db, backend, nodes, config.recovery_time, log)
     _final_reads(config, workload, history, make_client, interpreter.next_process(), log)
+
+
+def _what(choice: dict[str, Any]) -> str:
+    """A fault's choice in a few words, for the progress line."""
+    if choice.get("op"):  # a membership change
+        return f"{choice['op']} {choice.get('node')}"
+    return str(choice.get("shape") or choice.get("target"))
 
 
 def _stop_if_unrecorded(history: History) -> None:
@@ -283,7 +324,7 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
     in the history) until it succeeds or the recovery time runs out."""
     deadline = time.monotonic() + config.recovery_time
     reads = workload.final_ops()
-    for node in config.nodes:
+    for node in config.all_nodes():
         open_client = make_client(node)
         client: Client | None = None
 

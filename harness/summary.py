@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 Op = dict[str, Any]
+# what a start's value says, in this order (a membership change: op, nodes, result)
+FIELDS = ("shape", "target", "op", "nodes", "result", "cut")
 
 
 def faults_table(history: list[Op]) -> list[str]:
@@ -22,8 +24,9 @@ def faults_table(history: list[Op]) -> list[str]:
     lines = ["faults:"]
     for op in started:
         value = op.get("value") or {}
-        what = ", ".join(f"{k}={json.dumps(value[k])}" for k in ("shape", "target", "nodes",
-                                                                  "cut") if k in value)
+        what = ", ".join(f"{k}={json.dumps(value[k])}" for k in FIELDS if k in value)
+        if value.get("op") == "remove" and value.get("node") == value.get("leader"):
+            what += " (the leader)"
         note = "" if op["type"] == "ok" else f" [{op['type']}: {op.get('detail')}]"
         lines.append(f"  {op['time'] / 1e9:7.1f}s {op['f'][6:]:<9} {what[:160]}{note}")
     return lines

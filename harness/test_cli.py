@@ -36,6 +36,7 @@ EXIT_USAGE = 64
 # op interval that is infinite), after the nodes are deployed: refused before, like inf and nan.
 MAX_SECONDS = 10**7  # 115 days
 MAX_RATE = 10**6  # ops per second
+MAX_SPARES = 8
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,6 +88,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds the lagging-follower nemesis keeps a follower cut off, so that "
                         "the leader snapshots past it and it must install the snapshot "
                         f"(default {LAGGING_DURATION:g})")
+    p.add_argument("--spares", type=int, default=2,
+                   help="with the membership nemesis: nodes deployed as observers beside --nodes, "
+                        "for it to add as voters (default 2)")
     p.add_argument("--time-limit", type=_SECONDS, default=60.0, help="seconds of workload (60)")
     p.add_argument("--concurrency", type=int, default=0,
                    help="client processes (default: twice the nodes)")
@@ -110,6 +114,8 @@ def parser() -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> TestConfig:
     if args.concurrency < 0:
         raise UsageError(f"--concurrency: must not be negative, got {args.concurrency}")
+    if not 0 <= args.spares <= MAX_SPARES:
+        raise UsageError(f"--spares: must be from 0 to {MAX_SPARES}, got {args.spares}")
     if args.backend not in backends.NAMES:
         raise UsageError(f"--backend: unknown backend {args.backend!r}; "
                          f"one of: {', '.join(backends.NAMES)}")
@@ -126,7 +132,7 @@ def config_from(args: argparse.Namespace) -> TestConfig:
     return TestConfig(backend=args.backend, target=args.target, nodes=parse_nodes(args.nodes),
                       workload=args.workload, nemesis=nemesis,
                       nemesis_interval=args.nemesis_interval, partition_shapes=shapes,
-                      lagging_duration=args.lagging_duration,
+                      lagging_duration=args.lagging_duration, spares=args.spares,
                       time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),
@@ -189,7 +195,9 @@ def main(argv: list[str]) -> int:
         print(f"kraft test: {message}", file=sys.stderr)
         return EXIT_USAGE
     print(note, file=sys.stderr)
-    print(f"kraft test: {config.test_name}, {len(config.nodes)} nodes, nemesis "
+    spares = config.spare_nodes()
+    print(f"kraft test: {config.test_name}, {len(config.nodes)} nodes"
+          f"{f' + {len(spares)} spares' if spares else ''}, nemesis "
           f"{'+'.join(config.nemesis) or 'none'}, {config.time_limit:g}s, seed {config.seed}",
           file=sys.stderr)
     _interrupt_once()

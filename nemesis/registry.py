@@ -8,12 +8,15 @@ from nemesis.base import Env, Fault
 from nemesis.lagging import DURATION, LaggingFollower
 from nemesis.lagging import KIND as LAGGING
 from nemesis.links import Links
+from nemesis.membership import KIND as MEMBERSHIP
+from nemesis.membership import CanChangeMembership, Membership
 from nemesis.partition import NEEDS_LEADER, SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause
 
-KINDS = ("partition", "pause", "kill", LAGGING)
+KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP)
 # what `kraft test` runs when no --nemesis is given: the lagging follower is asked for by name,
-# since it holds a node away for its whole duration, whatever the interval
+# since it holds a node away for its whole duration, whatever the interval; membership too, since
+# it changes how the nodes are deployed (spares, voters in the log)
 DEFAULT_KINDS = ("partition", "pause", "kill")
 
 
@@ -26,11 +29,15 @@ def available(backend: Backend, db: DB) -> dict[str, str | None]:
         "pause": None if isinstance(db, CanPause) else "the target cannot pause nodes",
         "kill": None if isinstance(db, CanKill) else "the target cannot kill nodes",
         LAGGING: partition,
+        MEMBERSHIP: None if isinstance(db, CanChangeMembership)
+        else "the target cannot change its voters",
     }
 
 
 def build(kinds: list[str], env: Env, shapes: list[str],
-          lagging_duration: float = DURATION) -> list[Fault]:
+          lagging_duration: float = DURATION, initial_voters: int | None = None) -> list[Fault]:
+    """The faults of `kinds`. `initial_voters` is how many of `env.nodes` were deployed as voters
+    (the rest are the membership nemesis's spares); all of them, when None."""
     leader_known = isinstance(env.db, HasLeader)
 
     def usable(options: tuple[str, ...] | list[str]) -> list[str]:
@@ -49,6 +56,8 @@ def build(kinds: list[str], env: Env, shapes: list[str],
             faults.append(Kill(env, usable(KILL_TARGETS)))
         elif kind == LAGGING:
             faults.append(LaggingFollower(env, lagging_duration, links))
+        elif kind == MEMBERSHIP:
+            faults.append(Membership(env, initial_voters))
         else:
             raise ValueError(f"unknown nemesis {kind!r}")
     return faults

@@ -5,7 +5,8 @@ interleaved, so faults of different kinds overlap (a node is killed while anothe
 they do in real outages. The kind that steps is drawn in a seeded, shuffled round robin, so that
 every kind gets its turns in a short run. A fault with a `hold` (seconds: `lagging-follower`'s
 duration) is not stopped before it has been in effect that long: its turns pass to the next kind
-that may step, so the others go on meanwhile. The schedule runs in a thread of its own until `stop()`,
+that may step, so the others go on meanwhile. An `instant` fault (`membership`: a change that
+is not undone) is stopped in the turn it starts, so that each of its turns makes a change. The schedule runs in a thread of its own until `stop()`,
 which stops every active fault (recorded like any other stop); `heal_all` afterwards undoes every
 kind unconditionally, so that the final reads see a whole cluster even if a step failed half-way.
 A step that fails is recorded (`info`, `fault-failed`); should the thread itself die, `error`
@@ -66,6 +67,8 @@ class Schedule:
                 continue  # every kind is held: nothing steps this interval
             order.remove(fault)
             self._do(fault, "stop" if fault.kind in self.active else "start")
+            if getattr(fault, "instant", False) and fault.kind in self.active:
+                self._do(fault, "stop")  # nothing to hold: its window is the change itself
         for fault in self.faults:
             if fault.kind in self.active:
                 self._do(fault, "stop")

@@ -29,7 +29,10 @@ node that knows no leader asks a bootstrap server. One of the two must be set (K
 Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
 node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
 where *this* node listens. `client.voters` (optional) says where clients should reach each voter; it
-is what Metadata advertises as brokers.
+is what Metadata advertises as brokers. `controller.quorum.routes` (optional, ID@HOST:PORT, this
+project's own key) says how this node dials a peer whatever endpoint the voter set in the log gives
+it: in the local backend each dialler has a proxy of its own, which one endpoint in the log cannot
+name.
 
 `shutdown.timeout.ms` (default 5000) bounds a graceful stop (SIGTERM): the node keeps running until
 it knows a leader other than itself (a leader resigns, resends EndQuorumEpoch until each voter has
@@ -128,6 +131,7 @@ class NodeConfig:
     metrics_port: int = 0
     cluster_id: str | None = None
     client_voters: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
+    routes: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
     # listener.security.protocol.map and the ssl.* keys; None: the map was not set
     listener_security_protocol_map: dict[str, str] | None = None
     ssl_keystore_type: str = "PEM"
@@ -400,6 +404,7 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "metrics.port": ("metrics_port", _int_in(0, 65535)),
     "cluster.id": ("cluster_id", _cluster_id),
     "client.voters": ("client_voters", _voters),
+    "controller.quorum.routes": ("routes", _voters),
     "listener.security.protocol.map": ("listener_security_protocol_map", _protocol_map),
     "ssl.keystore.type": ("ssl_keystore_type", _store_type),
     "ssl.keystore.location": ("ssl_keystore_location", _file),

@@ -12,7 +12,8 @@ unchanged on a cluster whose executors see the same files.
    and validator of `kraft check` (`checkers.history`), the re-check with the code behind it
    (`checkers.check_run`), and `history`'s per-run facts: client operations and their latencies,
    operations during faults (the fault windows of `checkers.faults`, as `kraft check` draws
-   them), time to recover after each fault event. A run that cannot be read is not an error: it
+   them), time to recover after each fault event, and, for a run that changed voters, the voter
+   changes committed and leader removals its `membership` checker counted. A run that cannot be read is not an error: it
    comes back with a `problem`, the reason `kraft check` would give. The result is one row per run
    (`schemas.RUN`, facts nested), cached: the only Python work, and the only pass over the files.
 3. `aggregate` groups that frame by target x workload x nemesis, one aggregation per table with no

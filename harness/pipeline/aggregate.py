@@ -114,6 +114,20 @@ def availability(good: DataFrame) -> DataFrame:
                     *GROUP, "fault")
 
 
+def membership(good: DataFrame) -> DataFrame:
+    """Per group of runs that changed voters (KIP-853): voter changes committed and leader
+    removals, in all and per run."""
+    judged = good.where(F.col("voter_changes").isNotNull())
+    per = judged.groupBy(*GROUP).agg(
+        F.count(F.lit(1)).alias("runs"),
+        F.sum("voter_changes").alias("voter_changes"),
+        F.sum(F.coalesce(F.col("leader_removals"), F.lit(0))).alias("leader_removals"),
+        F.sum((F.col("leader_removals") > 0).cast("long")).alias("runs_removing_leader"))
+    return _ordered(per.select(
+        *GROUP, "runs", "voter_changes", "leader_removals", "runs_removing_leader",
+        _share(F.col("voter_changes"), F.col("runs")).alias("voter_changes_per_run")), *GROUP)
+
+
 def recovery(good: DataFrame) -> DataFrame:
     """Per group, fault kind and event (start/stop): time to the next ok operation, in ms."""
     events = good.select(*GROUP, F.explode("recoveries").alias("e")).select(

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CSV_LIST_SEPARATOR = ";"
-TABLES = ("runs", "summary", "latency", "anomalies", "availability", "recovery")
+TABLES = ("runs", "summary", "latency", "anomalies", "availability", "recovery", "membership")
 
 
 @dataclass
@@ -67,6 +67,7 @@ def _frames(runs: DataFrame) -> dict[str, DataFrame]:
         "anomalies": aggregate.anomalies(good),
         "availability": aggregate.availability(good),
         "recovery": aggregate.recovery(good),
+        "membership": aggregate.membership(good),
     }
 
 

@@ -25,6 +25,9 @@ the run that follows (or at the end of the history). Availability during faults:
 counts once for each kind open when it was invoked.</li>
 <li>Recovery: from the start of a window, or its end when it was stopped, to the next (strictly
 later) <code>ok</code> client completion; <em>recovered</em> counts the events followed by one.</li>
+<li>Voter changes (runs that changed voters, KIP-853): the voter changes committed in the nodes'
+logs, as the <code>membership</code> checker counts them, and those that removed the leader that
+appended them.</li>
 </ul>
 """
 
@@ -106,6 +109,8 @@ def write(analysis: Analysis, recheck: bool) -> Path:
         "<h2>Latency of ok operations (ms)</h2>", _table(t["latency"]),
         "<h2>Availability per fault</h2>", _table(t["availability"]),
         "<h2>Recovery after fault events (ms)</h2>", _table(t["recovery"]),
+        *(["<h2>Voter changes (KIP-853)</h2>", _table(t["membership"])]
+          if "membership" in t and len(t["membership"]) else []),
         "<h2>Skipped runs</h2>",
         _table(skipped) if len(skipped) else "<p>None.</p>",
         "<p>Tables: " + ", ".join(

@@ -111,7 +111,7 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
     `missing` is what discovery found wrong (a missing file): such a run is not read at all.
     """
     if missing:
-        return (run_id, path, *([None] * 10), missing, *([None] * 9))
+        return (run_id, path, *([None] * 10), missing, *([None] * 11))
     history = hist.read(os.path.join(path, HISTORY))
     meta: list[Any] = [None] * 8
     checked: dict[str, Any] | None = None
@@ -131,13 +131,28 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
     lines = history.lines or None
     if problem is not None:
         return (run_id, path, *meta, *verdicts, problem, lines, history.duration_s,
-                *([None] * 7))
+                *([None] * 9))
     facts = hist.facts(history.ops)
     return (run_id, path, *meta, *verdicts, None, lines, history.duration_s,
             facts.ops, facts.ok_ops, facts.fault_ops, facts.fault_ok_ops,
             list(facts.latencies.items()),
             [(k, ops, ok) for k, (ops, ok) in facts.by_fault.items()],
-            facts.recoveries)
+            facts.recoveries, *membership_counts(checked))
+
+
+def membership_counts(results: dict[str, Any] | None) -> tuple[int | None, int | None]:
+    """(voter changes committed, leader removals) as the `membership` checker counted them in
+    `results`; (None, None) for a run it did not judge."""
+    checkers = (results or {}).get("checkers")
+    found = checkers.get("membership") if isinstance(checkers, dict) else None
+    if not isinstance(found, dict) or "committed" not in found:
+        return None, None
+
+    def count(key: str) -> int | None:
+        value = found.get(key)
+        return value if type(value) is int else None
+
+    return count("committed"), count("leader_removals")
 
 
 def load_check_run() -> Recheck:

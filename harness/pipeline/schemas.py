@@ -50,4 +50,8 @@ RUN = StructType([
     StructField("recoveries", ArrayType(StructType([
         StructField("fault", StringType()), StructField("event", StringType()),
         StructField("ms", DoubleType())]))),
+    # KIP-853, from the verdict's `membership` checker (null: the run changed no voters):
+    # voter changes committed, and how many of them removed the leader that appended them
+    StructField("voter_changes", LongType()),
+    StructField("leader_removals", LongType()),
 ])

@@ -19,6 +19,18 @@ settings are then the harness's (`TLS_KEYS`), while `ssl.client.auth` and
 `snapshots.jsonl` (one line per `.checkpoint` snapshot file, KIP-630) and `final.json`
 (docs/contracts.md) from the copy, so that checkers never read node files.
 
+With the membership nemesis (KIP-853, `use_spares` before `setup`), the voters live in the log
+(a dynamic quorum, so no `controller.quorum.voters`): each initial voter is formatted with one
+`--initial-controllers` list (`id@host:port:directoryId`, the directory ids drawn by the harness
+from the run's seed), each spare with `--no-initial-controllers` (it starts as an observer; its
+directory id is read back from its `meta.properties`), and every node finds the quorum through
+`controller.quorum.bootstrap.servers`, the initial voters at the addresses it dials them by. A
+voter's endpoint in the log is the address every peer dials it at when that is one address
+(docker), else its own listener (local, where each peer has a proxy of its own: there the node's
+own route to each peer, `ROUTES`, keeps the links cuttable, once the node takes that key).
+`quorum` (DescribeQuorum), `add_voter` and `remove_voter` (AddRaftVoter, RemoveRaftVoter through
+`reference_node.voter_admin`) are the membership nemesis's levers (`nemesis.membership`).
+
 The target runs the `append` and `kv` workloads; `--node-config` takes the node's own keys
 (`reference_node.config`), the KIP-630 snapshot and retention ones among them
 (`metadata.log.max.record.bytes.between.snapshots=2000` makes a run snapshot often).
@@ -32,6 +44,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from ssl import SSLContext
@@ -39,7 +52,7 @@ from typing import Any
 
 from contracts.backend import Backend, BackendError
 from contracts.target import DB, Client, Target
-from harness.targets.reference_client import ReferenceClient, leader_of
+from harness.targets.reference_client import WIRE_ERRORS, ReferenceClient, leader_of
 from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.properties import render
 from reference_node.storage.meta import random_uuid
@@ -47,9 +60,14 @@ from reference_node.storage.meta import random_uuid
 # The settings the harness writes for each node: its identity, addresses, peers and directory,
 # and the cluster id it formats storage with. A `--node-config` override of one of these would
 # cut the node off its cluster (or split it), so it is refused before anything is deployed.
+# The node's own key (when it has it) for how it dials each peer, over the endpoints of the voter
+# set in the log: the local backend's proxies differ by who dials, which one endpoint cannot say.
+ROUTES = "controller.quorum.routes"
 HARNESS_KEYS = ("node.id", "process.roles", "controller.quorum.voters", "listeners",
                 "controller.listener.names", "metadata.log.dir", "client.voters", "metrics.port",
                 "cluster.id")
+# ... and those it writes instead of controller.quorum.voters for a dynamic quorum (membership)
+DYNAMIC_KEYS = ("controller.quorum.bootstrap.servers", ROUTES)
 
 # The harness's own `--node-config` key: how the nodes' controller listeners are secured.
 SECURITY = "security"
@@ -63,7 +81,12 @@ CONFIG = "server.properties"
 DATA = "data"
 LOG = "node.log"
 EVENTS = "events.jsonl"
+META = "meta.properties"
+LISTENER = "CONTROLLER"
 START_TIMEOUT = 20.0
+# seconds a voter change may take (the leader waits this long for a new voter to catch up)
+CHANGE_TIMEOUT = 10.0
+DESCRIBE_TIMEOUT = 5.0
 
 
 def node_id(nodes: list[str], node: str) -> int:
@@ -89,22 +112,38 @@ def dialled_hosts(backend: Backend, nodes: list[str], node: str) -> list[str]:
 
 
 def properties(backend: Backend, nodes: list[str], node: str,
-               overrides: dict[str, str]) -> str:
-    """`node`'s server.properties, escaped as Java's `Properties.store` does (`overrides` win)."""
+               overrides: dict[str, str], spares: list[str] | None = None) -> str:
+    """`node`'s server.properties, escaped as Java's `Properties.store` does (`overrides` win).
+
+    A static quorum (`spares` None) lists every node in `controller.quorum.voters`, at the
+    addresses this node dials them by. A dynamic one (KIP-853: the membership nemesis, `spares`
+    given) names the initial voters as `controller.quorum.bootstrap.servers` instead (itself
+    left out, unless it is the only one), and, where the node knows the key, its route to every
+    other node (`ROUTES`), so that links stay the harness's to cut."""
     me = node_id(nodes, node)
     host, port = backend.bind_address(node, "kafka")
-    voters = []
-    for other in nodes:
+
+    def dialled(other: str) -> str:
         h, p = (host, port) if other == node else backend.peer_address(node, other, "kafka")
-        voters.append(f"{node_id(nodes, other)}@{h}:{p}")
+        return f"{node_id(nodes, other)}@{h}:{p}"
+
     clients = [f"{node_id(nodes, o)}@{':'.join(map(str, backend.client_address(o, 'kafka')))}"
                for o in nodes]
+    if spares is None:
+        quorum = {"controller.quorum.voters": ",".join(dialled(o) for o in nodes)}
+    else:
+        initial = [n for n in nodes if n not in spares]
+        servers = [n for n in initial if n != node] or initial
+        quorum = {"controller.quorum.bootstrap.servers":
+                  ",".join(dialled(o).partition("@")[2] for o in servers)}
+        if routes_known():
+            quorum[ROUTES] = ",".join(dialled(o) for o in nodes if o != node)
     settings = {
         "node.id": str(me),
         "process.roles": "controller",
-        "controller.quorum.voters": ",".join(voters),
-        "listeners": f"CONTROLLER://{host}:{port}",
-        "controller.listener.names": "CONTROLLER",
+        **quorum,
+        "listeners": f"{LISTENER}://{host}:{port}",
+        "controller.listener.names": LISTENER,
         "metadata.log.dir": f"{backend.node_dir(node)}/{DATA}",
         "client.voters": ",".join(clients),
         "metrics.port": str(backend.bind_address(node, "metrics")[1]),
@@ -113,9 +152,49 @@ def properties(backend: Backend, nodes: list[str], node: str,
     return render(settings)
 
 
+def routes_known() -> bool:
+    """Whether the node takes `ROUTES`, its own address for each peer over the voter set's."""
+    from reference_node.config import KEYS
+
+    return ROUTES in KEYS
+
+
+def voter_endpoint(backend: Backend, nodes: list[str], node: str) -> tuple[str, int]:
+    """Where `node` is reached as a voter, for the voter set in the log: the address every peer
+    dials it at when they all dial the same one (docker), else its own listener (local, where each
+    peer has a proxy of its own)."""
+    dialled = {backend.peer_address(src, node, "kafka") for src in nodes if src != node}
+    if len(dialled) == 1:
+        return dialled.pop()
+    return backend.client_address(node, "kafka")
+
+
+def initial_controllers(backend: Backend, nodes: list[str], voters: list[str],
+                        directory_ids: dict[str, str]) -> str:
+    """`kraft node format --initial-controllers`: `id@host:port:directoryId,...`."""
+    entries = []
+    for voter in voters:
+        host, port = voter_endpoint(backend, nodes, voter)
+        entries.append(f"{node_id(nodes, voter)}@{host}:{port}:{directory_ids[voter]}")
+    return ",".join(entries)
+
+
+def read_directory_id(meta: str) -> str | None:
+    """`directory.id` of a meta.properties text, or None."""
+    for line in meta.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "directory.id":
+            return value.strip()
+    return None
+
+
 class ReferenceDB(DB):
     def __init__(self) -> None:
         self.nodes: list[str] = []
+        # the membership nemesis's deployment (use_spares): spares start as observers, and
+        # every node's directory id is known once it is formatted
+        self.spares: list[str] | None = None
+        self.directory_ids: dict[str, str] = {}
         # Kafka's Uuid form, never starting with '-' (kafka-storage would read it as a flag)
         self.cluster_id = random_uuid()
         self.tls: RunTls | None = None
@@ -137,11 +216,14 @@ class ReferenceDB(DB):
 
         def prepare(node: str) -> None:
             overrides = {**self._ship_tls(backend, nodes, node), **node_config}
-            config = properties(backend, nodes, node, overrides)
+            config = properties(backend, nodes, node, overrides, self.spares)
             backend.write_file(node, self._path(backend, node, CONFIG), config.encode())
             backend.exec(node, ["kraft", "node", "format", "--config",
                                 self._path(backend, node, CONFIG),
-                                f"--cluster-id={self.cluster_id}", "--ignore-formatted"])
+                                f"--cluster-id={self.cluster_id}", "--ignore-formatted",
+                                *self._voters_in_log(backend, nodes, node)])
+            if self.spares is not None and node not in self.directory_ids:
+                self.directory_ids[node] = self._read_directory_id(backend, node)
         # formatting is a process start per node: in parallel, it costs one
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             list(pool.map(prepare, nodes))
@@ -149,6 +231,30 @@ class ReferenceDB(DB):
             self._spawn(backend, node)
         for node in nodes:
             self._await_listening(backend, node)
+
+    def use_spares(self, spares: list[str], directory_ids: dict[str, str]) -> None:
+        """Before `setup`: deploy with the voters in the log (KIP-853), the nodes of `spares` as
+        observers, the others (the initial voters) with these directory ids."""
+        self.spares = list(spares)
+        self.directory_ids = dict(directory_ids)
+
+    def _voters_in_log(self, backend: Backend, nodes: list[str], node: str) -> list[str]:
+        """The format flags of a membership deployment: the initial voters' list for each of
+        them, none for a spare (nothing without use_spares: the static controller.quorum.voters)."""
+        if self.spares is None:
+            return []
+        if node in self.spares:
+            return ["--no-initial-controllers"]
+        voters = [n for n in nodes if n not in self.spares]
+        return ["--initial-controllers",
+                initial_controllers(backend, nodes, voters, self.directory_ids)]
+
+    def _read_directory_id(self, backend: Backend, node: str) -> str:
+        path = f"{self._path(backend, node, DATA)}/{META}"
+        found = read_directory_id(backend.exec(node, ["cat", path]).stdout)
+        if found is None:
+            raise BackendError(f"{node}: {path} has no directory.id after formatting")
+        return found
 
     def _ship_tls(self, backend: Backend, nodes: list[str], node: str) -> dict[str, str]:
         """Write `node`'s key store and trust store to its host; the node keys that use them."""
@@ -219,6 +325,74 @@ class ReferenceDB(DB):
                 else None
         return views
 
+    # -- membership (nemesis.membership.CanChangeMembership) ---------------------------------
+
+    def _bootstrap(self, backend: Backend, nodes: list[str]) -> list[tuple[str, int]]:
+        """The client addresses of the running nodes, the voters first (whom to ask)."""
+        running = [n for n in nodes if backend.is_running(n)] or list(nodes)
+        ordered = sorted(running, key=lambda n: n in (self.spares or []))
+        return [backend.client_address(n, "kafka") for n in ordered]
+
+    def quorum(self, backend: Backend, nodes: list[str]) -> dict[str, Any] | None:
+        """DescribeQuorum from the leader, by node name; None when no node could answer."""
+        from reference_node.voter_admin import ZERO_UUID, describe
+        from reference_node.wire import WireError
+
+        try:
+            _, info = describe(self._bootstrap(backend, nodes), DESCRIBE_TIMEOUT,
+                               ssl=self.client_ssl)
+        except (WireError, OSError):
+            return None
+
+        def name(replica_id: int) -> str:
+            return nodes[replica_id - 1] if 0 < replica_id <= len(nodes) else str(replica_id)
+
+        replicas = [*info.voters, *info.observers]
+        return {"leader": name(info.leader_id) if info.leader_id >= 0 else None,
+                "epoch": info.leader_epoch, "high_watermark": info.high_watermark,
+                "voters": [name(v.replica_id) for v in info.voters],
+                "observers": [name(o.replica_id) for o in info.observers],
+                "directory_ids": {name(r.replica_id): r.directory_id for r in replicas
+                                  if r.directory_id != ZERO_UUID}}
+
+    def add_voter(self, backend: Backend, nodes: list[str], node: str) -> str:
+        """AddRaftVoter for `node` (its directory, its voter endpoint): `ok` or why not."""
+        from reference_node import voter_admin
+
+        host, port = voter_endpoint(backend, nodes, node)
+        return self._change(lambda bootstrap: voter_admin.add_voter(
+            bootstrap, node_id(nodes, node), voter_admin.parse_kafka_uuid(self.directory_ids[node]),
+            [(LISTENER, host, port)], timeout_s=CHANGE_TIMEOUT, **self._tls()), backend, nodes)
+
+    def remove_voter(self, backend: Backend, nodes: list[str], node: str) -> str:
+        """RemoveRaftVoter for `node` and its directory: `ok` or why not."""
+        from reference_node import voter_admin
+
+        return self._change(lambda bootstrap: voter_admin.remove_voter(
+            bootstrap, node_id(nodes, node), voter_admin.parse_kafka_uuid(self.directory_ids[node]),
+            **self._tls()), backend, nodes)
+
+    def _tls(self) -> dict[str, Any]:
+        return {} if self.client_ssl is None else {"ssl": self.client_ssl}
+
+    def _change(self, call: Callable[[str], None], backend: Backend, nodes: list[str]) -> str:
+        """Run a voter change; its outcome as the history names it."""
+        from reference_node.voter_admin import QuorumError, VoterChangeError
+        from reference_node.wire import WireError
+
+        bootstrap = ",".join(f"{h}:{p}" for h, p in self._bootstrap(backend, nodes))
+        try:
+            call(bootstrap)
+        except VoterChangeError as exc:
+            return str(exc.name).lower().replace("_", "-")
+        except QuorumError:
+            return "no-leader"
+        except WireError as exc:
+            return WIRE_ERRORS.get(type(exc), "wire-error")
+        except OSError as exc:
+            return type(exc).__name__
+        return "ok"
+
     def collect(self, backend: Backend, node: str, into: Path) -> None:
         into.mkdir(parents=True, exist_ok=True)
         for name in (LOG, CONFIG, DATA, TLS_DIR):
@@ -274,10 +448,11 @@ class ReferenceTarget(Target):
         refuse them), or None; before deploying."""
         from reference_node.config import ConfigError, from_properties
 
-        owned = [key for key in node_config if key in HARNESS_KEYS]
+        owned = [key for key in node_config if key in HARNESS_KEYS + DYNAMIC_KEYS]
         if owned:
             return (f"{', '.join(owned)}: set by the harness for each node (its id, addresses, "
-                    f"peers, directory, cluster id); the keys it owns are {', '.join(HARNESS_KEYS)}")
+                    f"peers, directory, cluster id); the keys it owns are "
+                    f"{', '.join(HARNESS_KEYS + DYNAMIC_KEYS)}")
 
         tls_owned = [key for key in node_config if key in TLS_KEYS]
         if tls_owned:

@@ -174,7 +174,7 @@ class NodeHost:
                      start.image.end_offset, start.image.epoch, len(start.image.kv),
                      start.image.records, self.disk.log_start_offset, self.core.log_end_offset)
         self.metrics = Metrics(cfg.node_id, self._gauges)
-        routes = {i: e for i, e in cfg.voters.items() if i != cfg.node_id}
+        routes = {i: e for i, e in {**cfg.voters, **cfg.routes}.items() if i != cfg.node_id}
         routes.update(zip(bootstrap, cfg.bootstrap_servers, strict=True))
         self.peers = Peers(cfg.node_id, routes, cfg.request_timeout_ms, cfg.retry_backoff_ms,
                            ssl=cfg.peer_ssl())

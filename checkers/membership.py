@@ -1,0 +1,183 @@
+"""Voter changes (KIP-853): every change the nemesis was told succeeded is in the committed log.
+
+Theory of operation. The membership nemesis records each change it asked for as a `start-membership`
+op whose completion's value says `op` (add, remove, restart), `node` and `result` (`ok`: the leader
+answered once the change committed). The leader that appends a change writes a `voter-change`
+event (`change`, `voter` id, `offset`, `epoch`, `voters`: the new set); the change is *committed*
+when some node's final log holds an entry at that offset in that epoch below its final high
+watermark (the Log Matching property makes it the same entry), or, where every log starts above it
+(retention), when the offset is below some node's final high watermark.
+
+- `voter-change-lost`: a change reported ok that no committed change matches. The changes
+  reported ok must appear, in order, among the committed ones, with the same kind and voter (a
+  change whose answer was lost may commit too, so committed changes may lie in between).
+- `final-voters-mismatch`: the voter set DescribeQuorum showed after the run (test.json's
+  `membership.final_quorum`) is neither that of the last committed change (the initial set when
+  there is none) nor of a change appended after it.
+
+The result counts what a run exercised: `committed` (by kind), `leader_removals` (committed
+removals of the leader that appended them: it removed itself), `resignations`
+(`removed-leader-resigns` events), and the nemesis's `requested`/`ok` changes. A run without
+membership changes or node data is trivially valid (`skipped` says why).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.history import NEMESIS, Op
+from checkers.node_data import NodeData
+from checkers.result import Anomalies
+
+START = "start-membership"
+CHANGES = ("add", "remove")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A voter change as a leader appended it."""
+
+    change: str
+    voter: int
+    offset: int
+    epoch: int
+    voters: tuple[int, ...]
+    leader: str  # the node id (as events name it) of the leader that appended it
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """A change the nemesis asked for, and what it was told."""
+
+    index: int
+    op: str
+    node: str
+    result: str | None
+
+
+def applies(history: list[Op], test: Mapping[str, Any]) -> bool:
+    """Whether the run changed voters: the membership nemesis was named or made a change."""
+    nemesis = test.get("nemesis")
+    return (isinstance(nemesis, list) and "membership" in nemesis) or any(
+        op.get("process") == NEMESIS and op.get("f") == START for op in history)
+
+
+def requested(history: list[Op]) -> list[Requested]:
+    """The nemesis's membership changes, in history order (their completions)."""
+    found = []
+    for op in history:
+        if op.get("process") != NEMESIS or op.get("f") != START or op.get("type") == "invoke":
+            continue
+        value = op.get("value")
+        if not isinstance(value, dict) or value.get("op") not in CHANGES:
+            continue
+        result = value.get("result") if op.get("type") == "ok" else op.get("error")
+        found.append(Requested(int(op["index"]), str(value["op"]), str(value.get("node")),
+                               None if result is None else str(result)))
+    return found
+
+
+def appended(nodes: list[NodeData]) -> list[Change]:
+    """Every voter change a leader appended (one per offset and epoch), in log order."""
+    changes: dict[tuple[int, int], Change] = {}
+    for node in nodes:
+        for event in node.events:
+            if event.get("type") != "voter-change":
+                continue
+            offset, epoch = event.get("offset"), event.get("epoch")
+            if type(offset) is not int or type(epoch) is not int:
+                continue
+            changes.setdefault((offset, epoch), Change(
+                str(event.get("change")), int(event.get("voter", -1)), offset, epoch,
+                tuple(sorted(int(v) for v in event.get("voters") or ())), node.node_id))
+    return sorted(changes.values(), key=lambda c: (c.offset, c.epoch))
+
+
+def committed(change: Change, nodes: list[NodeData]) -> bool:
+    """Whether a node's final committed log holds the change's entry (see the module doc)."""
+    below_every_log = True
+    for node in nodes:
+        hw = (node.final or {}).get("high_watermark")
+        if type(hw) is not int or change.offset >= hw:
+            continue
+        start = node.log_start_offset
+        if start is None or change.offset >= start:
+            below_every_log = False
+        for entry in node.log or ():
+            if entry.get("offset") == change.offset:
+                if entry.get("epoch") == change.epoch:
+                    return True
+                break
+    if below_every_log:
+        return any(type((n.final or {}).get("high_watermark")) is int
+                   and change.offset < (n.final or {})["high_watermark"] for n in nodes)
+    return False
+
+
+def check(history: list[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> dict[str, Any]:
+    asked = requested(history)
+    changes = appended(nodes)
+    if not asked and not changes:
+        return {"valid": True, "skipped": "no voter change was asked for or appended"}
+    names = {n.node_id: n.name for n in nodes}  # id (as events name it) -> node name
+    done = [c for c in changes if committed(c, nodes)]
+    found = Anomalies()
+    _lost(asked, done, names, found)
+    _final(test, changes, done, names, found)
+    kinds = Counter(c.change for c in done)
+    return found.result(
+        requested=len(asked), ok=sum(1 for a in asked if a.result == "ok"),
+        outcomes=dict(sorted(Counter(str(a.result) for a in asked).items())),
+        appended=len(changes), committed=len(done), committed_by_kind=dict(sorted(kinds.items())),
+        leader_removals=sum(1 for c in done if c.change == "remove"
+                            and str(c.voter) == c.leader),
+        resignations=sum(1 for n in nodes for e in n.events
+                         if e.get("type") == "removed-leader-resigns"),
+        restarts=len(_restarts(history)),
+        final_voters=sorted(names.get(str(v), str(v)) for v in done[-1].voters) if done else None)
+
+
+def _restarts(history: list[Op]) -> list[Op]:
+    return [op for op in history if op.get("process") == NEMESIS and op.get("f") == START
+            and op.get("type") == "ok" and isinstance(op.get("value"), dict)
+            and op["value"].get("op") == "restart"]
+
+
+def _lost(asked: list[Requested], done: list[Change], names: dict[str, str],
+          found: Anomalies) -> None:
+    """Each ok change must match a committed one, in order (a greedy subsequence match)."""
+    position = 0
+    for request in (a for a in asked if a.result == "ok"):
+        match = next((i for i in range(position, len(done))
+                      if done[i].change == request.op
+                      and names.get(str(done[i].voter)) == request.node), None)
+        if match is None:
+            found.add("voter-change-lost", [request.index],
+                      f"{request.op} {request.node} was reported ok (op {request.index}), but no "
+                      f"later committed voter change in the nodes' logs {request.op}s it",
+                      node=request.node, change=request.op)
+            continue
+        position = match + 1
+
+
+def _final(test: Mapping[str, Any], changes: list[Change], done: list[Change],
+           names: dict[str, str], found: Anomalies) -> None:
+    membership = test.get("membership")
+    quorum = membership.get("final_quorum") if isinstance(membership, dict) else None
+    if not isinstance(quorum, dict) or not isinstance(quorum.get("voters"), list):
+        return
+    shown = sorted(str(v) for v in quorum["voters"])
+    initial = sorted(str(n) for n in test.get("nodes") or ())
+    last = done[-1] if done else None
+    candidates = [sorted(names.get(str(v), str(v)) for v in c.voters)
+                  for c in changes if last is None or c.offset >= last.offset]
+    if last is None:
+        candidates.append(initial)
+    if shown not in candidates:
+        found.add("final-voters-mismatch", [],
+                  f"DescribeQuorum showed voters {shown} after the run, but the last committed "
+                  f"change leaves {candidates[0] if candidates else initial}",
+                  voters=shown)

@@ -1,0 +1,191 @@
+"""`membership`: voters added and removed while the cluster runs (KIP-853).
+
+Theory of operation. A target that keeps its voters in the log (`CanChangeMembership`) is deployed
+with spare nodes beside its initial voters: formatted without voters, they start as observers
+that fetch from the quorum. Each start of this fault asks the quorum who votes and who leads
+(DescribeQuorum), then makes one change, drawn by `plan`:
+
+- `add`: a running node that is not a voter (a spare, or a node removed earlier) becomes one
+  (AddRaftVoter; the leader adds it once it has caught up);
+- `remove`: a voter stops being one (RemoveRaftVoter). Until one removal of a leader has
+  succeeded, every change is the leader's removal when the voters allow one; then the leader is
+  removed one time in three removals: a leader that removes itself must lead on until the change
+  commits, then resign (KAFKA-16530);
+- `restart`: a node removed earlier is stopped and started again on the same directory, and comes
+  back as an observer (its log holds the set without it).
+
+The voters never fall below a majority of the initial ones (3 of 5), nor grow past every node
+deployed. The start's value says what was chosen (`op`, `node`, its directory, the leader and the
+voters before); its completion adds `result`: `ok`, or Kafka's error name in lower case with dashes
+(`request-timed-out`, `duplicate-voter`, ...), or the client's wire error (`connect-failed`): a
+change whose answer was lost may still commit. A step that finds no leader to describe the quorum
+(a majority killed or cut off), or no change it may make, is recorded as `op` `none` with its
+`reason`, and result `no-leader` or `none`.
+
+The fault is `instant`: the schedule stops it in the turn it starts it, so that every turn makes
+a change and its window is the change itself. The stop changes nothing back (membership is not
+undone): it records the quorum as it then is, so that the history shows each change's effect.
+`heal` starts every node that is not running, so that the final reads find them all; it does not
+add removed nodes back.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from contracts.backend import Backend
+from nemesis.base import Env, Fault
+
+KIND = "membership"
+OPS = ("add", "remove", "restart")
+NONE = "none"  # a step that found no quorum to change, or nothing it could do
+# after the first removal of a leader, the leader is chosen this often among the voters
+LEADER_SHARE = 1 / 3
+
+
+@runtime_checkable
+class CanChangeMembership(Protocol):
+    """A DB whose voters live in the log and change one at a time (KIP-853).
+
+    `use_spares` is told before `setup`: those nodes of setup's list start as observers, every
+    node is deployed with its voters in the log, and the others (the initial voters) with the
+    directory ids given (Kafka's Uuid text, drawn by the harness from the run's seed). The quorum
+    is a plain dict by node name: `{"leader": NAME | None, "epoch": E, "voters": [NAME...],
+    "observers": [NAME...], "directory_ids": {NAME: ID}}`; None when no node could describe it. A
+    change answers `ok` or the reason it was refused or unknown (an error name). `directory_ids`
+    maps each node to its directory id once it is known (after `setup`)."""
+
+    directory_ids: dict[str, str]
+
+    def use_spares(self, spares: list[str], directory_ids: dict[str, str]) -> None: ...
+
+    def quorum(self, backend: Backend, nodes: list[str]) -> dict[str, Any] | None: ...
+
+    def add_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
+
+    def remove_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
+
+
+def min_voters(initial: int) -> int:
+    """The fewest voters the fault leaves: a majority of the initial set (3 of 5, 2 of 3)."""
+    return max(1, initial // 2 + 1)
+
+
+@dataclass
+class Plan:
+    """What the fault knows between steps: the nodes it removed and has not restarted, and
+    whether a removal of the leader succeeded yet."""
+
+    floor: int
+    removed: set[str] = field(default_factory=set)
+    leader_removed: bool = False
+
+
+def plan(quorum: dict[str, Any], nodes: list[str], running: set[str], state: Plan,
+         rng: random.Random) -> dict[str, Any] | None:
+    """The next change, or None when none can be made (the quorum names no voters).
+
+    Pure: the quorum (who votes, who leads), the nodes deployed and running, and what the fault
+    did before; the draws come from `rng`, so a seed replays the same choices on the same
+    quorum."""
+    voters = [n for n in nodes if n in set(quorum.get("voters") or ())]
+    if not voters:
+        return None
+    leader = quorum.get("leader") if quorum.get("leader") in voters else None
+    addable = [n for n in nodes if n not in voters and n in running]
+    restartable = sorted(n for n in state.removed if n not in voters)
+    possible = []
+    if addable:
+        possible.append("add")
+    if len(voters) > state.floor:
+        possible.append("remove")
+    if restartable:
+        possible.append("restart")
+    if not possible:
+        return None
+    # until a leader's removal has succeeded, removing the leader comes first, so that a run
+    # with few membership steps (every third turn of a three-fault schedule) still makes one
+    eager = leader is not None and not state.leader_removed and "remove" in possible
+    op = "remove" if eager else rng.choice(possible)
+    if op == "add":
+        node = rng.choice(addable)
+    elif op == "restart":
+        node = rng.choice(restartable)
+    else:
+        node = _removal(voters, leader, state, rng)
+    return {"op": op, "node": node, "nodes": [node], "leader": leader, "voters": voters}
+
+
+def _removal(voters: list[str], leader: str | None, state: Plan, rng: random.Random) -> str:
+    """The leader until a leader's removal has succeeded, then one time in LEADER_SHARE."""
+    if leader is not None and (not state.leader_removed or rng.random() < LEADER_SHARE):
+        return leader
+    others = [v for v in voters if v != leader] or voters
+    return rng.choice(others)
+
+
+class Membership(Fault):
+    kind = KIND
+    instant = True  # the schedule stops it at once (nemesis/schedule.py)
+
+    def __init__(self, env: Env, initial_voters: int | None = None) -> None:
+        if not isinstance(env.db, CanChangeMembership):
+            raise TypeError("the target cannot change its voters")
+        self.env = env
+        self.ops: CanChangeMembership = env.db
+        self.state = Plan(min_voters(initial_voters if initial_voters is not None
+                                     else len(env.nodes)))
+        self.leader_removals = 0
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        quorum = self.ops.quorum(self.env.backend, self.env.nodes)
+        if quorum is None:
+            return {"op": NONE, "nodes": [], "reason": "no node could describe the quorum"}
+        running = {n for n in self.env.nodes if self.env.backend.is_running(n)}
+        choice = plan(quorum, self.env.nodes, running, self.state, rng)
+        if choice is None:
+            return {"op": NONE, "nodes": [], "voters": quorum.get("voters"),
+                    "reason": "no change possible"}
+        directory = (quorum.get("directory_ids") or {}).get(choice["node"])
+        return {**choice, "epoch": quorum.get("epoch"),
+                **({"directory_id": directory} if directory else {})}
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        node, op = choice.get("node"), choice["op"]
+        if op == NONE:
+            return {**choice, "result": "no-leader" if "voters" not in choice else "none"}
+        assert isinstance(node, str)
+        if op == "add":
+            result = self.ops.add_voter(self.env.backend, self.env.nodes, node)
+            if result == "ok":
+                self.state.removed.discard(node)
+        elif op == "remove":
+            result = self.ops.remove_voter(self.env.backend, self.env.nodes, node)
+            if result == "ok":
+                self.state.removed.add(node)
+                if node == choice.get("leader"):
+                    self.state.leader_removed = True
+                    self.leader_removals += 1
+        elif op == "restart":
+            self.env.db.stop(self.env.backend, node)
+            self.env.db.start(self.env.backend, node)
+            self.state.removed.discard(node)
+            result = "ok"
+        else:
+            raise ValueError(f"unknown membership op {op!r}; one of {', '.join(OPS)}")
+        return {**choice, "result": result}
+
+    def stop(self) -> dict[str, Any]:
+        """Nothing is undone; the quorum as it now stands goes in the history."""
+        quorum = self.ops.quorum(self.env.backend, self.env.nodes)
+        if quorum is None:
+            return {"voters": None, "leader": None}
+        return {"voters": quorum.get("voters"), "observers": quorum.get("observers"),
+                "leader": quorum.get("leader"), "epoch": quorum.get("epoch")}
+
+    def heal(self) -> None:
+        for node in self.env.nodes:
+            if not self.env.backend.is_running(node):
+                self.env.db.start(self.env.backend, node)
