@@ -15,6 +15,16 @@ watermark (the Log Matching property makes it the same entry), or, where every l
   `membership.final_quorum`) is neither that of the last committed change (the initial set when
   there is none) nor of a change appended after it.
 
+Two rules of KIP-853 are judged from each leader's own events (`events.jsonl`, in order):
+
+- `concurrent-voter-changes`: a leader appended a change while the VotersRecord before it was not
+  committed (its `voter-change` event's `hw` is at or below the offset of the latest voter set the
+  node had in effect, a `voters` event): two uncommitted changes, whose sets' majorities need not
+  overlap with the committed one.
+- `removed-leader-leads-on`: a leader that removed itself raised its high watermark again in the
+  same epoch after its removal committed (KAFKA-16530): it went on leading, and counting its own
+  log, while not a voter.
+
 The result counts what a run exercised: `committed` (by kind), `leader_removals` (committed
 removals of the leader that appended them: it removed itself), `resignations`
 (`removed-leader-resigns` events), and the nemesis's `requested`/`ok` changes. A run without
@@ -127,6 +137,9 @@ def check(history: list[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> 
     found = Anomalies()
     _lost(asked, done, names, found)
     _final(test, changes, done, names, found)
+    for node in nodes:
+        _concurrent(node, found)
+        _leads_on(node, found)
     kinds = Counter(c.change for c in done)
     return found.result(
         requested=len(asked), ok=sum(1 for a in asked if a.result == "ok"),
@@ -181,3 +194,42 @@ def _final(test: Mapping[str, Any], changes: list[Change], done: list[Change],
                   f"DescribeQuorum showed voters {shown} after the run, but the last committed "
                   f"change leaves {candidates[0] if candidates else initial}",
                   voters=shown)
+
+
+def _concurrent(node: NodeData, found: Anomalies) -> None:
+    latest: int | None = None  # the offset of the voter set in effect on this node
+    for event in node.events:
+        kind = event.get("type")
+        if kind == "voters":
+            offset = event.get("offset")
+            latest = offset if type(offset) is int else None
+        elif kind == "voter-change":
+            hw, offset = event.get("hw"), event.get("offset")
+            if latest is not None and type(hw) is int and latest >= hw:
+                found.add("concurrent-voter-changes", [],
+                          f"{node.name} appended a voter change at offset {offset} while the "
+                          f"one at offset {latest} was uncommitted (its high watermark was {hw})",
+                          node=node.name, offset=offset)
+
+
+def _leads_on(node: NodeData, found: Anomalies) -> None:
+    removal: tuple[int, int] | None = None  # (epoch, offset) of this leader's own removal
+    committed_in: int | None = None
+    for event in node.events:
+        kind, epoch = event.get("type"), event.get("epoch")
+        if kind == "voter-change" and event.get("change") == "remove" and \
+                str(event.get("voter")) == node.node_id and type(event.get("offset")) is int:
+            removal, committed_in = (int(epoch or 0), int(event["offset"])), None
+        elif kind == "high-watermark" and removal is not None and epoch == removal[0]:
+            hw = event.get("hw")
+            if type(hw) is not int or hw <= removal[1]:
+                continue
+            if committed_in is None:
+                committed_in = hw  # the removal commits: the leader must resign now
+                continue
+            found.add("removed-leader-leads-on", [],
+                      f"{node.name} removed itself from the voters at offset {removal[1]} in "
+                      f"epoch {removal[0]}, and after that committed it went on committing "
+                      f"(high watermark {hw}) as leader",
+                      node=node.name, epoch=removal[0])
+            removal = None

@@ -156,3 +156,44 @@ def test_compose_runs_it_for_membership_runs_and_the_summary_counts(tmp_path: Pa
     plain = write_run(tmp_path / "plain", history[:2], test={"nemesis": ["partition"]},
                       nodes={"n1": node(1, 1, [1])})
     assert "membership" not in checkers.check_run(plain)["checkers"]
+
+
+# --- the rules judged from a leader's own events ---------------------------------------------------
+
+
+def voters_event(node_id: int, ts: float, offset: int, voters: list[int]) -> dict[str, Any]:
+    return {"ts": ts, "node": node_id, "type": "voters", "epoch": 1, "voters": voters,
+            "offset": offset}
+
+
+def hw_event(node_id: int, ts: float, hw: int, epoch: int = 1) -> dict[str, Any]:
+    return {"ts": ts, "node": node_id, "type": "high-watermark", "epoch": epoch, "hw": hw}
+
+
+def test_a_change_appended_while_the_last_is_uncommitted_is_concurrent(tmp_path: Path) -> None:
+    add = change(1, 2.0, "add", 4, 3, 1, [1, 2, 3, 4])
+    second = {**change(1, 2.5, "remove", 2, 4, 1, [1, 3, 4]), "hw": 3}  # offset 3 not committed
+    events = [add, voters_event(1, 2.0, 3, [1, 2, 3, 4]), second,
+              voters_event(1, 2.5, 4, [1, 3, 4])]
+    nodes = {"n1": node(1, 6, [1, 1, 1, 1, 1, 1], events)}
+    result = judge(tmp_path, [], nodes)
+    assert not result["valid"]
+    assert set(result["anomalies"]) == {"concurrent-voter-changes"}
+    # the same two changes, the second appended once the first committed: valid
+    second_ok = {**second, "hw": 4}
+    nodes = {"n1": node(1, 6, [1, 1, 1, 1, 1, 1], [add, voters_event(1, 2.0, 3, [1, 2, 3, 4]),
+                                                    hw_event(1, 2.2, 4), second_ok])}
+    assert judge(tmp_path / "ok", [], nodes)["valid"]
+
+
+def test_a_removed_leader_that_commits_on_leads_on(tmp_path: Path) -> None:
+    removal = change(1, 3.0, "remove", 1, 5, 1, [2, 3, 4])
+    resigned = [removal, hw_event(1, 3.2, 6),
+                {"ts": 3.2, "node": 1, "type": "removed-leader-resigns", "epoch": 1, "offset": 5},
+                hw_event(1, 5.0, 9, epoch=2)]  # later, as a follower of the next epoch
+    nodes = {"n1": node(1, 9, [1] * 9, resigned)}
+    assert judge(tmp_path, [], nodes)["valid"]
+    leads_on = [removal, hw_event(1, 3.2, 6), hw_event(1, 3.4, 7)]
+    nodes = {"n1": node(1, 9, [1] * 9, leads_on)}
+    result = judge(tmp_path / "bad", [], nodes)
+    assert set(result["anomalies"]) == {"removed-leader-leads-on"}
