@@ -87,6 +87,11 @@ def requested(history: list[Op]) -> list[Requested]:
         result = value.get("result") if op.get("type") == "ok" else op.get("error")
         found.append(Requested(int(op["index"]), str(value["op"]), str(value.get("node")),
                                None if result is None else str(result)))
+        also = value.get("also")  # a second change sent at the same moment
+        if isinstance(also, dict) and also.get("op") in CHANGES:
+            also_result = also.get("result") if op.get("type") == "ok" else op.get("error")
+            found.append(Requested(int(op["index"]), str(also["op"]), str(also.get("node")),
+                                   None if also_result is None else str(also_result)))
     return found
 
 
@@ -161,11 +166,18 @@ def _restarts(history: list[Op]) -> list[Op]:
 
 def _lost(asked: list[Requested], done: list[Change], names: dict[str, str],
           found: Anomalies) -> None:
-    """Each ok change must match a committed one, in order (a greedy subsequence match)."""
+    """Each ok change must match a committed one, in order (a greedy subsequence match); the
+    changes of one step (sent at once) may commit in either order."""
     position = 0
+    step: tuple[int, int] | None = None  # (index of the step, where its matching started)
+    used: set[int] = set()
     for request in (a for a in asked if a.result == "ok"):
+        if step is not None and step[0] == request.index:
+            position = step[1]
+        else:
+            step = (request.index, position)
         match = next((i for i in range(position, len(done))
-                      if done[i].change == request.op
+                      if i not in used and done[i].change == request.op
                       and names.get(str(done[i].voter)) == request.node), None)
         if match is None:
             found.add("voter-change-lost", [request.index],
@@ -173,7 +185,8 @@ def _lost(asked: list[Requested], done: list[Change], names: dict[str, str],
                       f"later committed voter change in the nodes' logs {request.op}s it",
                       node=request.node, change=request.op)
             continue
-        position = match + 1
+        used.add(match)
+        position = max(position, match + 1)
 
 
 def _final(test: Mapping[str, Any], changes: list[Change], done: list[Change],

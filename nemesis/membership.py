@@ -11,6 +11,9 @@ that fetch from the quorum. Each start of this fault asks the quorum who votes a
   succeeded, every change is the leader's removal when the voters allow one; then the leader is
   removed one time in three removals: a leader that removes itself must lead on until the change
   commits, then resign (KAFKA-16530);
+- with an `add`, one time in PAIR_SHARE when a removal is allowed too, a `remove` of another
+  voter sent at the same moment (the completion's `also`): the leader must refuse whichever
+  arrives while the other is uncommitted (REQUEST_TIMED_OUT), one change at a time;
 - `restart`: a node removed earlier is stopped and started again on the same directory, and comes
   back as an observer (its log holds the set without it).
 
@@ -32,6 +35,7 @@ add removed nodes back.
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,6 +47,8 @@ OPS = ("add", "remove", "restart")
 NONE = "none"  # a step that found no quorum to change, or nothing it could do
 # after the first removal of a leader, the leader is chosen this often among the voters
 LEADER_SHARE = 1 / 3
+# how often an add goes with a concurrent removal (a second change while the first is uncommitted)
+PAIR_SHARE = 1 / 4
 
 
 @runtime_checkable
@@ -109,13 +115,19 @@ def plan(quorum: dict[str, Any], nodes: list[str], running: set[str], state: Pla
     # with few membership steps (every third turn of a three-fault schedule) still makes one
     eager = leader is not None and not state.leader_removed and "remove" in possible
     op = "remove" if eager else rng.choice(possible)
+    also: dict[str, Any] = {}
     if op == "add":
         node = rng.choice(addable)
+        if len(voters) > state.floor and rng.random() < PAIR_SHARE:
+            others = [v for v in voters if v != leader] or voters
+            also = {"also": {"op": "remove", "node": rng.choice(others)}}
     elif op == "restart":
         node = rng.choice(restartable)
     else:
         node = _removal(voters, leader, state, rng)
-    return {"op": op, "node": node, "nodes": [node], "leader": leader, "voters": voters}
+    nodes_changed = [node, *([also["also"]["node"]] if also else [])]
+    return {"op": op, "node": node, "nodes": nodes_changed, "leader": leader, "voters": voters,
+            **also}
 
 
 def _removal(voters: list[str], leader: str | None, state: Plan, rng: random.Random) -> str:
@@ -157,17 +169,12 @@ class Membership(Fault):
         if op == NONE:
             return {**choice, "result": "no-leader" if "voters" not in choice else "none"}
         assert isinstance(node, str)
+        if op == "add" and isinstance(choice.get("also"), dict):
+            return self._pair(choice, node, choice["also"])
         if op == "add":
-            result = self.ops.add_voter(self.env.backend, self.env.nodes, node)
-            if result == "ok":
-                self.state.removed.discard(node)
+            result = self._add(node)
         elif op == "remove":
-            result = self.ops.remove_voter(self.env.backend, self.env.nodes, node)
-            if result == "ok":
-                self.state.removed.add(node)
-                if node == choice.get("leader"):
-                    self.state.leader_removed = True
-                    self.leader_removals += 1
+            result = self._remove(node, choice.get("leader"))
         elif op == "restart":
             self.env.db.stop(self.env.backend, node)
             self.env.db.start(self.env.backend, node)
@@ -176,6 +183,29 @@ class Membership(Fault):
         else:
             raise ValueError(f"unknown membership op {op!r}; one of {', '.join(OPS)}")
         return {**choice, "result": result}
+
+    def _add(self, node: str) -> str:
+        result = self.ops.add_voter(self.env.backend, self.env.nodes, node)
+        if result == "ok":
+            self.state.removed.discard(node)
+        return result
+
+    def _remove(self, node: str, leader: object) -> str:
+        result = self.ops.remove_voter(self.env.backend, self.env.nodes, node)
+        if result == "ok":
+            self.state.removed.add(node)
+            if node == leader:
+                self.state.leader_removed = True
+                self.leader_removals += 1
+        return result
+
+    def _pair(self, choice: dict[str, Any], node: str, also: dict[str, Any]) -> dict[str, Any]:
+        """The add and the removal at once, each on its own thread."""
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="membership") as pool:
+            added = pool.submit(self._add, node)
+            removed = pool.submit(self._remove, str(also["node"]), choice.get("leader"))
+            result, also_result = added.result(), removed.result()
+        return {**choice, "result": result, "also": {**also, "result": also_result}}
 
     def stop(self) -> dict[str, Any]:
         """Nothing is undone; the quorum as it now stands goes in the history."""

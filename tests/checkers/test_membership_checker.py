@@ -197,3 +197,23 @@ def test_a_removed_leader_that_commits_on_leads_on(tmp_path: Path) -> None:
     nodes = {"n1": node(1, 9, [1] * 9, leads_on)}
     result = judge(tmp_path / "bad", [], nodes)
     assert set(result["anomalies"]) == {"removed-leader-leads-on"}
+
+
+def test_the_two_changes_of_one_step_may_commit_in_either_order(tmp_path: Path) -> None:
+    value = {"op": "add", "node": "n4", "nodes": ["n4", "n3"], "leader": "n1",
+             "voters": INITIAL, "also": {"op": "remove", "node": "n3"}}
+    history = [{"index": 0, "time": 0, "process": "nemesis", "type": "invoke",
+                "f": "start-membership", "value": value},
+               {"index": 1, "time": 1, "process": "nemesis", "type": "ok",
+                "f": "start-membership",
+                "value": {**value, "result": "ok", "also": {**value["also"], "result": "ok"}}}]
+    events = [change(1, 2.0, "remove", 3, 3, 1, [1, 2]), change(1, 2.1, "add", 4, 4, 1, [1, 2, 4])]
+    others = {f"n{i}": node(i, 6, [1] * 6) for i in (2, 3, 4)}
+    nodes = {"n1": node(1, 6, [1] * 6, events), **others}
+    result = judge(tmp_path, history, nodes)
+    assert "voter-change-lost" not in (result.get("anomalies") or {}), result
+    assert result["requested"] == 2 and result["ok"] == 2
+    # the removal reported ok but never appended: lost
+    nodes = {"n1": node(1, 6, [1] * 6, events[1:]), **others}
+    lost = judge(tmp_path / "lost", history, nodes)["anomalies"]["voter-change-lost"]
+    assert [a["change"] for a in lost] == ["remove"]

@@ -271,3 +271,36 @@ def test_the_schedule_stops_each_change_in_the_turn_it_starts(tmp_path: Path) ->
     changes = [op["value"]["op"] for op in history.ops()
                if op["f"] == "start-membership" and op["type"] == "ok"]
     assert changes[0] == "remove" and len(changes) == pairs
+
+
+def test_an_add_sometimes_goes_with_a_concurrent_removal_of_a_follower() -> None:
+    state = Plan(3)
+    quorum = {"leader": "n2", "voters": INITIAL}
+    state.leader_removed = True  # removals are then drawn freely
+    pairs = []
+    rng = random.Random(7)
+    for _ in range(400):
+        choice = plan(quorum, NODES, set(NODES), state, rng)
+        assert choice is not None
+        if "also" in choice:
+            pairs.append(choice)
+    assert pairs, "no add was ever paired with a removal"
+    for choice in pairs:
+        assert choice["op"] == "add" and choice["also"]["op"] == "remove"
+        assert choice["also"]["node"] in INITIAL and choice["also"]["node"] != "n2"
+        assert choice["nodes"] == [choice["node"], choice["also"]["node"]]
+    # at the floor no removal may go with an add
+    at_floor = {"leader": "n1", "voters": ["n1", "n2", "n3"]}
+    for _ in range(200):
+        choice = plan(at_floor, NODES, set(NODES), state, rng)
+        assert choice is not None and "also" not in choice
+
+
+def test_a_paired_change_sends_both_and_records_each_result() -> None:
+    fault, quorum, _ = _fault(leader="n1")
+    done = fault.start({"op": "add", "node": "n6", "nodes": ["n6", "n4"], "leader": "n1",
+                        "voters": INITIAL, "also": {"op": "remove", "node": "n4"}})
+    assert sorted(quorum.calls) == [("add", "n6"), ("remove", "n4")]
+    assert done["result"] == "ok" and done["also"] == {"op": "remove", "node": "n4",
+                                                       "result": "ok"}
+    assert "n4" in fault.state.removed and sorted(quorum.voters) == ["n1", "n2", "n3", "n5", "n6"]
