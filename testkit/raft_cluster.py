@@ -12,7 +12,17 @@ Like the server's RPC layer, a host hands its core at most one response per requ
 (messages travel with a correlation id); a request delivered twice is answered twice, but the
 second answer is dropped on arrival. That bookkeeping is the simulator's own (`sim.rpc.Rpc`). Unlike the simulator there is no event queue, no random
 latency and no fault schedule: the order is the test's (a Hypothesis state machine, or a scenario
-file). Every carried-out `Ready` is handed to `on_ready` so that the test can print or check it.
+file). Every carried-out `Ready` is handed to `on_ready` so that the test can print or check it,
+and every reply is kept in `replies`.
+
+With `kraft_version=1` the cluster is KIP-853's: every node has a directory id and its disk holds
+the bootstrap checkpoint `kraft node format --initial-controllers` writes (an image at offset 0
+naming the voters, with their directory ids and an endpoint each, at kraft.version 1), and no
+static `controller.quorum.voters`; observers are formatted the same way, so they know the voters
+and can be added (`voter(n)` is the replica an AddRaftVoter names). Every node is given the initial
+voters as `controller.quorum.bootstrap.servers` (pseudo ids -2, -3, ... in voter order, the host
+sends to the voter). `wipe(n)` re-formats a node with a new directory id, as a replaced disk would
+be (with `checkpoint=False`, as `--no-initial-controllers` does: an empty log, no checkpoint).
 (`testkit/cluster.py` is the other kind of cluster: reference node processes on loopback.)
 """
 
@@ -21,11 +31,13 @@ from __future__ import annotations
 import enum
 import itertools
 import random
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from reference_node.raft.api import (
     ClientAppend,
+    ClientReply,
     Input,
     LogFlushed,
     QuorumState,
@@ -35,13 +47,26 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
+from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, Message
 from reference_node.raft.sim.rpc import Rpc
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 
 CLUSTER_ID = "test-cluster"
 
 ReadyObserver = Callable[[int, Ready], None]
 """Called with (node id, Ready) after the host carried the Ready out, before `advance`."""
+
+
+def directory_id(seed: int, node: int, formatted: int = 0) -> uuid.UUID:
+    """The directory id of `node`'s `formatted`-th format: the same on every run of a seed."""
+    return uuid.UUID(int=random.Random(f"{seed}/dir/{node}/{formatted}").getrandbits(128),
+                     version=4)
+
+
+def endpoint(node: int) -> VoterEndpoint:
+    """A voter's (never dialled) CONTROLLER listener."""
+    return VoterEndpoint("CONTROLLER", "localhost", 19000 + node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +90,8 @@ class Disk:
     flushed: int = 0
     flush_due: bool = False
     """The core asked for a flush that has not completed yet."""
+    image: Image | None = None
+    """The bootstrap checkpoint (KIP-853), when the node was formatted with one."""
 
     def lose_cache(self) -> None:
         del self.log[self.flushed :]
@@ -77,6 +104,9 @@ class Host:
 
     node_id: int
     disk: Disk = field(default_factory=Disk)
+    directory_id: uuid.UUID | None = None
+    formatted: int = 0
+    """How many times the node was re-formatted (`wipe`)."""
     core: RaftCore | None = None
     incarnation: int = 0
     rpc: Rpc | None = None
@@ -111,14 +141,30 @@ class Cluster:
         seed: int = 0,
         on_ready: ReadyObserver | None = None,
         down: Iterable[int] = (),
+        kraft_version: int = 0,
     ) -> None:
         self.voters = tuple(sorted(voters))
         self.observers = tuple(sorted(observers))
         self.config = config or RaftConfig()
         self.seed = seed
         self.on_ready = on_ready
+        self.kraft_version = kraft_version
         self.now = 0
         self.hosts = {n: Host(n) for n in (*self.voters, *self.observers)}
+        self.bootstrap: Image | None = None
+        """The checkpoint every node is formatted with (kraft.version 1), or None (static)."""
+        self.bootstrap_servers: dict[int, int] = {}
+        """`controller.quorum.bootstrap.servers`: pseudo id -> the voter it reaches."""
+        if kraft_version >= 1:
+            self.bootstrap_servers = {-2 - i: n for i, n in enumerate(self.voters)}
+            for host in self.hosts.values():
+                host.directory_id = directory_id(seed, host.node_id)
+            initial = VoterSet(self.voter(n) for n in self.voters)
+            self.bootstrap = Image(voters=initial, kraft_version=kraft_version)
+            for host in self.hosts.values():
+                host.disk.image = self.bootstrap.copy()
+        self.replies: list[tuple[int, ClientReply]] = []
+        """(node, reply) for every reply any core gave, in order."""
         self.in_flight: list[InFlight] = []
         self._request_ids: Iterator[int] = itertools.count(1)
         """Correlation ids, shared by every node so that none is reused."""
@@ -142,9 +188,12 @@ class Cluster:
         host.rpc = Rpc(self._request_ids)
         # A string seed is hashed the same way on every run, so each incarnation replays.
         rng = random.Random(f"{self.seed}/{node}/{host.incarnation}")
+        image = host.disk.image
         host.core = RaftCore(
-            node, self.voters, CLUSTER_ID, self.config, rng, self.now,
-            host.disk.quorum_state, tuple(host.disk.log),
+            node, None if self.bootstrap is not None else self.voters, CLUSTER_ID, self.config,
+            rng, self.now, host.disk.quorum_state, tuple(host.disk.log),
+            image=image.copy() if image is not None else None, directory_id=host.directory_id,
+            bootstrap=tuple(self.bootstrap_servers),
         )
         host.disk.flushed = len(host.disk.log)
         self._carry_out(host)
@@ -155,6 +204,25 @@ class Cluster:
         host.running()
         host.core = None
         host.disk.lose_cache()
+
+    def voter(self, node: int) -> Voter:
+        """Replica `node` as a VotersRecord (and an AddRaftVoter) names it: its id, its current
+        directory id, its endpoint."""
+        return Voter(node, self.hosts[node].directory_id, (endpoint(node),))
+
+    def wipe(self, node: int, checkpoint: bool = True) -> None:
+        """A new disk, re-formatted with a new directory id: a replica the voter set does not
+        know (a voter of that id is another replica). With `checkpoint`, formatted with the
+        bootstrap checkpoint; without, empty (`--no-initial-controllers`). The node is left down;
+        `start` it."""
+        host = self.hosts[node]
+        if host.up:
+            self.crash(node)
+        host.formatted += 1
+        if self.bootstrap is not None:
+            host.directory_id = directory_id(self.seed, node, host.formatted)
+        image = self.bootstrap.copy() if checkpoint and self.bootstrap is not None else None
+        host.disk = Disk(image=image)
 
     # --- inputs ---------------------------------------------------------------------------------
 
@@ -179,6 +247,18 @@ class Cluster:
         disk.flushed = len(disk.log)
         self.step(node, LogFlushed(disk.flushed))
         return True
+
+    def settle(self, max_rounds: int = 1000) -> None:
+        """Deliver every message and complete every flush, until none is left (parked fetches
+        stay parked: no time passes)."""
+        for _ in range(max_rounds):
+            if self.in_flight:
+                self.deliver(0)
+                continue
+            flushed = [n for n, h in self.hosts.items() if h.up and self.flush(n)]
+            if not flushed and not self.in_flight:
+                return
+        raise RuntimeError(f"the cluster did not settle in {max_rounds} rounds")
 
     def append(self, node: int, payloads: tuple[bytes, ...]) -> int:
         """A client append; returns its request id (the reply comes in some later Ready)."""
@@ -223,10 +303,12 @@ class Cluster:
         if ready.flush:
             disk.flush_due = True
         for send in ready.messages:
-            if send.dst in self.hosts:
+            dst = self.bootstrap_servers.get(send.dst, send.dst)
+            if dst in self.hosts:
                 assert host.rpc is not None
                 rid = host.rpc.correlate(send.dst, send.message, send.in_reply_to)
-                self.in_flight.append(InFlight(host.node_id, send.dst, send.message, rid))
+                self.in_flight.append(InFlight(host.node_id, dst, send.message, rid))
+        self.replies.extend((host.node_id, reply) for reply in ready.replies)
         if self.on_ready is not None:
             self.on_ready(host.node_id, ready)
         core.advance(ready)

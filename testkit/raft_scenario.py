@@ -10,7 +10,7 @@ Commands (N is a node id; a link is `SRC->DST`, either side `*` for any node):
 
 | command | does |
 | --- | --- |
-| `cluster voters=1,2,3 [observers=4] [seed=0] [unsafe=a,b] [pre_vote=false] [down=2,3]` | new cluster; nodes not `down` start with empty disks |
+| `cluster voters=1,2,3 [observers=4] [seed=0] [unsafe=a,b] [pre_vote=false] [down=2,3] [kraft=1]` | new cluster; nodes not `down` start with empty disks (`kraft=1`: formatted with the bootstrap checkpoint of KIP-853, directory ids, no static voters) |
 | `disk N [epoch=E] [leader=L] [voted=V] [log=E,E,...]` | set a down node's disk: quorum state, flushed entries of those epochs |
 | `tick N +MS` | the clock moves MS ms on; N gets a Tick |
 | `deliver [LINK]` | the messages in flight now (on that link) arrive, oldest first |
@@ -18,6 +18,8 @@ Commands (N is a node id; a link is `SRC->DST`, either side `*` for any node):
 | `append N PAYLOAD...` | a client appends one entry per payload at N |
 | `flush N` | N's pending flush completes |
 | `shutdown N` | graceful shutdown: a leader resigns (EndQuorumEpoch) |
+| `add-voter N V [timeout=MS]` | AddRaftVoter at N: replica V (its id, directory id, endpoint) |
+| `remove-voter N V [dir=other]` | RemoveRaftVoter at N: replica V (`dir=other`: a directory id V does not have) |
 | `crash N` / `restart N` | N loses what it had not flushed / N starts from its disk |
 | `state [N]` | N's (or every node's) state |
 
@@ -25,24 +27,30 @@ Output, in the order a host carries out a `Ready`: `N persist` (the quorum state
 from`, `N write` (log entries), `N flush`, `send SRC->DST Message(...)`, `N reply ...`, then N's
 events (`N state=...` for a state change, `N event TYPE ...` for the others). A delivered message
 is printed as `SRC->DST Type`, with what it caused indented below it. Entries print as
-`offset@epoch=payload`, control records as `offset@epoch=leader-change:payload`; messages print
-every field but the cluster id.
+`offset@epoch=payload`, control records as `offset@epoch=leader-change:payload` (a VotersRecord as
+`offset@epoch=voters:[ids]`); messages print every field but the cluster id, a directory id by its
+first 8 hex digits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from reference_node.raft.api import QuorumState, Ready, Shutdown
+from reference_node.raft.api import AddVoter, QuorumState, Ready, RemoveVoter, Shutdown
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import DivergingEpoch, Entry, EntryKind
+from reference_node.raft.voters import VoterSet
 from testkit.raft_cluster import Cluster, Delivery, InFlight
 
 SEPARATOR = "----"
+OTHER_DIRECTORY = uuid.UUID(int=1, version=4)
+"""The directory id `remove-voter ... dir=other` names: no replica's."""
 
 
 class ScenarioError(ValueError):
@@ -126,6 +134,10 @@ def show(value: Any) -> str:
         return f"(epoch={value.epoch} end_offset={value.end_offset})"
     if isinstance(value, tuple | list):
         return "[" + " ".join(show(v) for v in value) + "]"
+    if isinstance(value, uuid.UUID):
+        return str(value)[:8]
+    if isinstance(value, VoterSet):
+        return show(value.sorted())
     return str(value)
 
 
@@ -133,6 +145,8 @@ def show_entry(entry: Entry) -> str:
     payload = entry.payload.decode(errors="backslashreplace")
     if entry.kind is EntryKind.DATA:
         return f"{entry.offset}@{entry.epoch}={payload}"
+    if entry.kind is EntryKind.VOTERS:
+        return f"{entry.offset}@{entry.epoch}=voters:{show(VoterSet.decode(entry.payload))}"
     return f"{entry.offset}@{entry.epoch}={entry.kind.value}:{payload}"
 
 
@@ -217,6 +231,7 @@ class ScenarioRun:
 
     def __init__(self) -> None:
         self._cluster: Cluster | None = None
+        self.request_ids = itertools.count(1)
         self.out: list[str] = []
         self.indent = ""
         self.commands: dict[str, Callable[[list[str]], None]] = {
@@ -228,6 +243,8 @@ class ScenarioRun:
             "append": self.cmd_append,
             "flush": self.cmd_flush,
             "shutdown": self.cmd_shutdown,
+            "add-voter": self.cmd_add_voter,
+            "remove-voter": self.cmd_remove_voter,
             "crash": self.cmd_crash,
             "restart": self.cmd_restart,
             "state": self.cmd_state,
@@ -273,7 +290,7 @@ class ScenarioRun:
         self._cluster = Cluster(
             _ids(options.pop("voters")), _ids(options.pop("observers", "")), config,
             seed=int(options.pop("seed", "0")), on_ready=self.on_ready,
-            down=_ids(options.pop("down", "")),
+            down=_ids(options.pop("down", "")), kraft_version=int(options.pop("kraft", "0")),
         )
         if options:
             raise ScenarioError(f"unknown cluster option(s) {', '.join(options)}")
@@ -335,6 +352,24 @@ class ScenarioRun:
 
     def cmd_shutdown(self, args: list[str]) -> None:
         self.cluster.step(self.node(args[0]), Shutdown())
+
+    def cmd_add_voter(self, args: list[str]) -> None:
+        if len(args) < 2:
+            raise ScenarioError("expected `add-voter N V [timeout=MS]`")
+        timeout = _options(args[2:]).get("timeout")
+        voter = self.cluster.voter(self.node(args[1]))
+        self.cluster.step(self.node(args[0]), AddVoter(
+            next(self.request_ids), voter, int(timeout) if timeout is not None else None))
+
+    def cmd_remove_voter(self, args: list[str]) -> None:
+        if len(args) < 2:
+            raise ScenarioError("expected `remove-voter N V [dir=other]`")
+        target = self.node(args[1])
+        directory = self.cluster.hosts[target].directory_id
+        if _options(args[2:]).get("dir") == "other":
+            directory = OTHER_DIRECTORY
+        self.cluster.step(self.node(args[0]),
+                          RemoveVoter(next(self.request_ids), target, directory))
 
     def cmd_crash(self, args: list[str]) -> None:
         node = self.node(args[0])

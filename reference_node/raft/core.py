@@ -258,7 +258,10 @@ class RaftCore:
             for v in voters.ids:
                 if v != self.node_id:
                     replication.replica_progress(state, v)
+            # Fetches counted toward the old set's majority prove nothing of the new one's.
+            state.fetched_since_check = {self.node_id}
             election.send_begin_quorum(self)
+            replication.wake_parked(self)  # the followers hear of the new set at once
             return
         if was_voter == self.is_voter:
             return
@@ -550,17 +553,15 @@ class RaftCore:
             # is forged (a node never sends to itself): on its word we would vote for, or follow,
             # ourselves.
             return ErrorCode.invalid_request
-        if route.voters_only and (not self.is_voter or req.sender not in self.voters) and \
-                not self._removed_leader_resigning(req):
+        if route.voters_only and self.kraft_version < 1 and \
+                (not self.is_voter or req.sender not in self.voters):
+            # kraft.version 0 (static voters) only, as Kafka 3.9's validateVoterOnlyRequest:
+            # with voters in the log a replica may not have the record that made the sender, or
+            # itself, a voter yet (a new voter gets the leader's BeginQuorumEpoch, and may
+            # campaign, before every voter has fetched its VotersRecord). The voter key still
+            # names the receiver, and a candidate counts only its own voters' grants.
             return ErrorCode.inconsistent_voter_set
         return None
-
-    def _removed_leader_resigning(self, req: Request) -> bool:
-        """An EndQuorumEpoch from the leader we follow in this epoch, which removed itself from
-        the voters (KIP-853): heard, so the voters elect its successor at once rather than after
-        the fetch timeout. Who leads this epoch is settled; the request can only hasten the next."""
-        return (isinstance(req, EndQuorumEpochRequest) and self.is_voter
-                and req.leader_epoch == self.epoch and req.leader_id == self.leader_id)
 
     def _on_response(self, src: int, resp: Response) -> None:
         if self.observe_leader(resp.leader_id, resp.leader_epoch):
@@ -900,9 +901,9 @@ def _tick_candidate(core: RaftCore) -> None:
 def _tick_leader(core: RaftCore) -> None:
     state = core.state
     assert isinstance(state, Leader)
-    if core.voters.count(state.fetched_since_check) >= core.voters.majority:
-        # The leader is a majority by itself (a one-voter set): it has its quorum with no Fetch.
-        # With more voters the set is emptied the moment it reaches a majority, so never here.
+    if len(core.voters) == 1 and core.is_voter:
+        # The leader is a majority by itself (a one-voter set): it has its quorum with no Fetch
+        # (Kafka's timeUntilCheckQuorumExpires). With more voters only fetches renew it.
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     if core.now >= state.check_quorum_deadline and not core.config.has(Unsafe.NO_CHECK_QUORUM):
         core.resign()

@@ -3,7 +3,8 @@
 Exit 0 when every seed keeps every invariant and liveness holds, 1 on the first violation (printed
 with its seed, the last events and the command that replays that seed), 64 on bad usage. At the
 end it says how many snapshots the seeds wrote and installed (KIP-630 runs in every seed, with
-small thresholds: a run that installed none did not exercise it).
+small thresholds: a run that installed none did not exercise it), and, with the `membership` fault,
+how many voter changes (KIP-853) were committed and refused.
 `--coverage` runs the seeds under branch coverage and prints which decisions of the core they never
 took (sim/coverage_report.py); without it nothing is measured and the run is as fast as ever.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.faults import FAULTS, parse_faults
 from reference_node.raft.sim.host import SnapshotStats
+from reference_node.raft.sim.membership import MembershipStats
 from reference_node.raft.sim.simulation import SimConfig, SimResult, run_seed
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 64
@@ -157,10 +159,13 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
     started = time.monotonic()
     events = 0
     snapshots = SnapshotTotals()
+    membership: MembershipStats | None = MembershipStats() if config.membership else None
     for i, seed in enumerate(seeds):
         result = run(seed, config)
         events += result.events
         snapshots.add(result.snapshots)
+        if membership is not None and result.membership is not None:
+            membership.add(result.membership)
         if result.trace is not None:
             if len(seeds) > 1:
                 trace_lines.append(f"# seed {seed}")
@@ -175,6 +180,7 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
                 _write_trace(args.trace, trace_lines)
             report_violation(result, args)
             print(snapshots.line())
+            _print_membership(membership)
             return EXIT_VIOLATION
     elapsed = time.monotonic() - started
     if not args.quiet:
@@ -184,7 +190,20 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
     print(f"ok: {len(seeds)} seeds, {events} events in {elapsed:.1f} s "
           f"({events / max(elapsed, 1e-9):.0f} events/s); no violation, liveness held")
     print(snapshots.line())
+    _print_membership(membership)
     return EXIT_OK
+
+
+def _print_membership(stats: MembershipStats | None) -> None:
+    """What the membership nemesis did over the seeds run (nothing when it was off)."""
+    if stats is None:
+        return
+    done = stats.committed
+    refused = ", ".join(f"{n} {name}" for name, n in sorted(stats.refused.items()))
+    print(f"membership: {sum(done.values())} voter changes committed ({done['add']} adds, "
+          f"{done['remove'] + done['remove-leader']} removals, {done['remove-leader']} of the "
+          f"leader itself), {sum(stats.refused.values())} refused ({refused or 'none'}); "
+          f"{stats.restarts} observer restarts, {stats.wipes} disks wiped")
 
 
 class SnapshotTotals:

@@ -8,9 +8,11 @@ RPC layer (rpc.py) and a simulated network (network.py: latency, loss, duplicati
 partitions). Snapshots (KIP-630) are on in every run, with small thresholds, so that followers back
 from a partition or a crash install them. Clients (clients.py) append opaque values and kv commands
 and read the log or the kv image through any node; the nemesis (nemesis.py) starts one fault of
-faults.py at a time until the heal time, after which liveness must follow. After every event the
-incremental checks of invariants.py (and zombies.py for ZombieStepDown) run; the first broken one
-stops the seed with its name and the last events. Every random choice comes from streams split off
-the seed, and no set or hash order reaches the schedule, so a seed's trace is the same byte for
-byte on every run.
+faults.py at a time until the heal time, after which liveness must follow. With the `membership`
+fault the voters live in the log (KIP-853: directory ids, a bootstrap checkpoint), and the
+membership nemesis (membership.py) adds and removes voters, restarts and wipes nodes all along,
+beside the other faults. After every event the incremental checks of invariants.py (and
+zombies.py for ZombieStepDown) run; the first broken one stops the seed with its name and the last
+events. Every random choice comes from streams split off the seed, and no set or hash order
+reaches the schedule, so a seed's trace is the same byte for byte on every run.
 """

@@ -1,7 +1,7 @@
 """The simulated clients: each has one operation in flight, an append or a read.
 
 Theory of operation: a client invokes an operation (`ClientNext`) at the node it believes leads
-(now and then, or with no guess, a random voter); the request reaches that node 1-3 ms later
+(now and then, or with no guess, a random voter: with KIP-853, of the set the cluster holds now); the request reaches that node 1-3 ms later
 (`ClientRequest`; an incarnation that is gone by then never sees it). The node's reply comes back
 (`ClientReplyDue`), or the client gives up after `CLIENT_TIMEOUT_MS` (`ClientTimeout`) and forgets
 its guess; an error reply names the leader to try next. Then, after a short think time, the next
@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from reference_node.raft.api import (
@@ -93,15 +94,20 @@ class Clients:
         count: int,
         queue: EventQueue,
         nodes: dict[int, SimNode],
-        voter_ids: list[int],
+        voter_ids: list[int] | Callable[[], list[int]],
         inv: Invariants,
         rng: random.Random,
         heal_ms: int,
     ) -> None:
+        """`voter_ids`: the voters, or what gives them now (they change with KIP-853)."""
         self.clients = [SimClient(i) for i in range(count)]
         self.queue = queue
         self.nodes = nodes
-        self.voter_ids = voter_ids
+        if callable(voter_ids):
+            self.voters = voter_ids
+        else:
+            ids = voter_ids
+            self.voters = lambda: ids
         self.inv = inv
         self.rng = rng
         self.heal_ms = heal_ms
@@ -122,7 +128,7 @@ class Clients:
         now = self.queue.now
         node = client.leader_guess
         if node is None or rng.random() < 0.1:
-            node = rng.choice(self.voter_ids)
+            node = rng.choice(self.voters())
         rid = next(self.request_ids)
         max_acked = self.inv.max_acked
         if rng.random() < 0.6:

@@ -233,8 +233,14 @@ class Measurement:
         return report_from_json(data, self._seeds)
 
 
+FRESH = (PACKAGE, "reference_node.storage")
+"""The packages imported afresh for a measured run: the core, and the storage its simulator reads
+snapshots with (which builds the core's `Image` and `VoterSet`: the set-aside copy's would not be
+the fresh core's classes, and an image decoded at a restart would not recognise its entry kinds)."""
+
+
 def _is_raft(name: str) -> bool:
-    return name == PACKAGE or name.startswith(PACKAGE + ".")
+    return any(name == p or name.startswith(p + ".") for p in FRESH)
 
 
 def report_from_json(data: dict[str, Any], seeds: int) -> CoverageReport:

@@ -24,7 +24,7 @@ import enum
 import heapq
 from typing import NamedTuple
 
-from reference_node.raft.api import ClientReply
+from reference_node.raft.api import AddVoter, ClientReply, RemoveVoter, VoterChangeReply
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Message, SnapshotId
 from reference_node.raft.sim.faults import ActiveFault
@@ -191,10 +191,63 @@ class VoterRestart(NamedTuple):
         return f"{at_ms} nemesis restart ({self.fault!r}, {self.node}, {self.inc})"
 
 
+class MembershipAct(NamedTuple):
+    """The membership nemesis picks its next action (a voter change, a restart, a wipe)."""
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} membership act"
+
+
+class AdminRequest(NamedTuple):
+    """An AddRaftVoter or RemoveRaftVoter of the membership nemesis reaches incarnation `inc` of
+    `node` (the leader, as the nemesis saw it)."""
+
+    node: int
+    inc: int
+    request: AddVoter | RemoveVoter
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} membership request {self.node} {self.inc} {self.request!r}"
+
+
+class AdminReply(NamedTuple):
+    """`node`'s answer to a voter change reaches the membership nemesis."""
+
+    node: int
+    reply: VoterChangeReply
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} membership reply {self.node} {self.reply!r}"
+
+
+class MembershipStop(NamedTuple):
+    """The membership nemesis stops incarnation `inc` of `node`: `how` is crash or shutdown (it
+    restarts later, with the same disk and directory id), or wipe (it restarts at once on a new
+    disk with a new directory id: another replica)."""
+
+    node: int
+    inc: int
+    how: str
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} membership {self.how} {self.node} {self.inc}"
+
+
+class MembershipStart(NamedTuple):
+    """The node the membership nemesis stopped starts again (as the log it holds says: an
+    observer once its removal is in it)."""
+
+    node: int
+    inc: int
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} membership start {self.node} {self.inc}"
+
+
 Event = (
     Deliver | TickDue | Flushed | SnapshotDurable | SnapshotRefusal | ClientNext | ClientRequest
     | ClientReplyDue | ClientTimeout | FaultStart | FaultStop | Heal | Rejoin | VoteCrash
-    | VoterRestart
+    | VoterRestart | MembershipAct | AdminRequest | AdminReply | MembershipStop | MembershipStart
 )
 
 

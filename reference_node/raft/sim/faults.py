@@ -2,7 +2,9 @@
 
 The nemesis (nemesis.py) starts one fault at a time, chosen from the nemesis random stream, and
 stops it after a random duration; at the heal time every fault stops and every stopped node
-restarts, and the liveness clock starts. A started fault is an `ActiveFault` object whose identity
+restarts, and the liveness clock starts. `membership` is the exception (`ALONGSIDE`): it turns on
+KIP-853's voters in the log, and its nemesis (membership.py) acts all along, beside whichever fault
+is on. A started fault is an `ActiveFault` object whose identity
 ties the events it queued (its stop, a vote crash) to it: an event for an earlier fault finds a
 different object and does nothing.
 """
@@ -33,9 +35,17 @@ FAULTS: dict[str, str] = {
     "download and it asks again",
     "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X, which "
     "restarts at once and then crashes right after each vote it grants, back within a few ms",
+    "membership": "voters in the log (KIP-853, kraft.version 1, bootstrap checkpoint), and all "
+    "along the other faults: the leader is asked to add an observer (caught up or not) and to "
+    "remove a voter (itself too), a removed node restarts as an observer, a disk is wiped (a new "
+    "directory id)",
 }
 
 NETWORK_FAULTS = ("drop", "delay", "delay-long", "duplicate", "reorder")
+
+ALONGSIDE = ("membership",)
+"""Faults that run all along the run, beside the one-at-a-time faults, rather than taking turns
+with them: voter changes mixed with every other fault."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

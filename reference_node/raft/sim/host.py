@@ -18,6 +18,18 @@ the network), pass the replies to the clients and watch the events. Then it chec
 the step may have broken (the high watermark's, then the new snapshot's against the committed log)
 and queues the tick the core asked for. Every start is a new incarnation (`inc`): events queued for
 an older one are stale and dropped.
+
+With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory
+id (from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
+the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an
+endpoint, kraft.version 1) and no static voter set; every node's
+`controller.quorum.bootstrap.servers` name all the nodes (pseudo ids -2, -3, ... that the host
+sends on to them: an observer finds the leader whichever nodes vote by then). A
+wiped node starts again on an empty disk with a new directory id (`--no-initial-controllers`).
+Then the set that judges a high watermark is the leader's set in effect when it moved (a voter's
+disk counts only if its directory id is the voter's), the leader's log holds at most one
+uncommitted voter change and its committed and latest sets overlap, and every replica's set is the
+one its log ends with.
 """
 
 from __future__ import annotations
@@ -25,8 +37,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from reference_node.raft.api import (
     LogFlushed,
@@ -39,10 +53,18 @@ from reference_node.raft.api import (
     SnapshotRefused,
     SnapshotWritten,
     Tick,
+    VoterChangeReply,
 )
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
-from reference_node.raft.messages import Entry, FetchSnapshotResponse, SnapshotId, VoteResponse
+from reference_node.raft.image import Image
+from reference_node.raft.messages import (
+    Entry,
+    EntryKind,
+    FetchSnapshotResponse,
+    SnapshotId,
+    VoteResponse,
+)
 from reference_node.raft.sim.disk import (
     DiskSnapshots,
     SnapshotDir,
@@ -53,6 +75,7 @@ from reference_node.raft.sim.disk import (
 )
 from reference_node.raft.sim.events import (
     DROPPED,
+    AdminReply,
     ClientReplyDue,
     Deliver,
     Dropped,
@@ -68,6 +91,7 @@ from reference_node.raft.sim.invariants import Invariants
 from reference_node.raft.sim.network import Network
 from reference_node.raft.sim.rpc import Rpc
 from reference_node.raft.states import NEVER
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 
 CLUSTER_ID = "sim-cluster"
 
@@ -75,13 +99,27 @@ SHUTDOWN_TIMEOUT_MS = 5000
 """How long a graceful shutdown may last: Kafka's `KafkaRaftClientDriver` gives the raft client's
 `shutdown` 5 s, and the node's `shutdown.timeout.ms` defaults to the same."""
 
+BOOTSTRAP_CHECKPOINT = SnapshotId(0, 0)
+"""Kafka's bootstrap checkpoint, `00000000000000000000-0000000000.checkpoint`."""
+
+
+def new_directory_id(rng: random.Random) -> uuid.UUID:
+    """A directory id (`directory.id` of meta.properties) drawn from the seed's membership
+    stream."""
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def endpoint(node: int) -> VoterEndpoint:
+    """A voter's CONTROLLER listener: never dialled (the simulated network routes by node id)."""
+    return VoterEndpoint("CONTROLLER", f"node{node}", 9093)
+
 
 class SimNode:
     """One node as its host sees it: the running core, if any, and what its disk holds."""
 
-    __slots__ = ("alive", "core", "durable", "flush_again", "flush_target", "flushing", "id",
-                 "inc", "is_voter", "last_epoch", "last_hw", "log_start", "pending", "qs", "rpc",
-                 "saved_log", "snapshots", "stop_by", "tick_at")
+    __slots__ = ("alive", "core", "directory_id", "durable", "flush_again", "flush_target",
+                 "flushing", "id", "inc", "is_voter", "last_epoch", "last_hw", "led", "log_start",
+                 "pending", "qs", "rpc", "saved_log", "snapshots", "stop_by", "tick_at", "voters")
 
     def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir) -> None:
         self.id = node_id
@@ -115,6 +153,20 @@ class SimNode:
         self.pending: dict[int, int] = {}
         """Client request id -> client, for the requests this incarnation has not answered."""
         self.rpc = rpc
+        self.directory_id: uuid.UUID | None = None
+        """The replica's directory id (KIP-853; None with static voters): a wipe changes it."""
+        self.led = False
+        """The core was leader when its last Ready was carried out."""
+        self.voters: VoterSet | None = None
+        """KIP-853: the core's voter set when its last Ready was carried out."""
+
+    def voter(self) -> Voter:
+        """This replica as a VotersRecord (and an AddRaftVoter) names it."""
+        return Voter(self.id, self.directory_id, (endpoint(self.id),))
+
+    def counts_as(self, voter: Voter) -> bool:
+        """Is this node's disk the replica `voter` names (its directory, when one is named)?"""
+        return voter.directory_id is None or voter.directory_id == self.directory_id
 
     def boot(self, core: RaftCore, rpc: Rpc, log_start: int, log_end: int) -> None:
         """`core` starts from the disk, whose log now spans [log_start, log_end); the in-memory
@@ -131,6 +183,8 @@ class SimNode:
         self.stop_by = NEVER
         self.pending = {}
         self.rpc = rpc
+        self.led = False
+        self.voters = core.voters
 
     def halt(self, saved_log: list[Entry]) -> None:
         """The process is gone; `saved_log` (from `log_start`) is what its disk holds."""
@@ -148,6 +202,17 @@ class SimNode:
             return self.core.log_view.get(offset)
         index = offset - self.log_start
         return self.saved_log[index] if index < len(self.saved_log) else None
+
+    def wipe(self, snapshots: SnapshotDir, directory_id: uuid.UUID) -> None:
+        """A new, empty disk (the node is down): another replica from now on. Its epoch starts
+        over, as a new replica's does."""
+        self.qs = None
+        self.log_start = 0
+        self.saved_log = []
+        self.durable = 0
+        self.snapshots = snapshots
+        self.directory_id = directory_id
+        self.last_epoch = 0
 
     def delete_snapshots_before(self, snapshot_id: SnapshotId) -> None:
         """Delete every durable snapshot older than `snapshot_id` (Kafka's
@@ -171,6 +236,19 @@ class SnapshotStats:
 
 
 @dataclass(frozen=True, slots=True)
+class DepartedReplica:
+    """What a wiped replica's disk held when it was wiped: what it had acknowledged to a leader
+    was durable then (a leader may count it toward a high watermark it sets later)."""
+
+    log_start: int
+    entries: list[Entry]
+
+    def entry(self, offset: int) -> Entry | None:
+        index = offset - self.log_start
+        return self.entries[index] if 0 <= index < len(self.entries) else None
+
+
+@dataclass(frozen=True, slots=True)
 class VoteCrasher:
     """While `fault` (crash-after-vote) lasts, `node` crashes right after each vote it grants."""
 
@@ -191,6 +269,7 @@ class Cluster:
         inv: Invariants,
         node_rng: random.Random,
         disk_rng: random.Random,
+        membership_rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.voter_ids = voter_ids
@@ -202,14 +281,35 @@ class Cluster:
         """Seeds each incarnation's core."""
         self.disk_rng = disk_rng
         self.request_ids = itertools.count(1)
-        encoder = SnapshotEncoder()
-        self.nodes = {n: SimNode(n, n in voter_ids, Rpc(self.request_ids), SnapshotDir(encoder))
-                      for n in node_ids}
+        self.encoder = SnapshotEncoder()
+        self.nodes = {n: SimNode(n, n in voter_ids, Rpc(self.request_ids),
+                                 SnapshotDir(self.encoder)) for n in node_ids}
         # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
         self.disk_speed = {n: disk_rng.randrange(1, 30) for n in node_ids}
-        self.majority = len(voter_ids) // 2 + 1
         self.vote_crasher: VoteCrasher | None = None
         self.stats = SnapshotStats()
+        self.static_voters = VoterSet.of(voter_ids)
+        self.dynamic = membership_rng is not None
+        """KIP-853: the voters are in the log (the `membership` fault is on)."""
+        self.bootstrap_servers: dict[int, int] = {}
+        """`controller.quorum.bootstrap.servers`: pseudo id -> the node it reaches."""
+        self.on_voters_changed: Callable[[int], None] | None = None
+        """Called (with the time) when a core's voter set changed: the zombie watch's."""
+        self.departed: dict[tuple[int, uuid.UUID | None], DepartedReplica] = {}
+        """The wiped replicas' disks, by (node id, directory id)."""
+        if membership_rng is not None:
+            self._format_dynamic(membership_rng)
+
+    def _format_dynamic(self, rng: random.Random) -> None:
+        """`kraft node format --initial-controllers` on every node (the spares too: formatted as
+        non-voters, they know the initial set): a directory id each, the bootstrap checkpoint."""
+        for node in self.nodes.values():
+            node.directory_id = new_directory_id(rng)
+        initial = VoterSet(self.nodes[n].voter() for n in self.voter_ids)
+        checkpoint = Image(voters=initial, kraft_version=1)
+        for node in self.nodes.values():
+            node.snapshots.write_image(BOOTSTRAP_CHECKPOINT, checkpoint.copy())
+        self.bootstrap_servers = {-2 - i: n for i, n in enumerate(self.node_ids)}
 
     # --- start and stop -------------------------------------------------------------------------
 
@@ -223,11 +323,12 @@ class Cluster:
             del node.snapshots[sid]
         self.inv.log_start(node.id, disk.start_offset, node.snapshots, "restart")
         core = RaftCore(
-            node.id, self.voter_ids, CLUSTER_ID, self.config,
+            node.id, None if self.dynamic else self.voter_ids, CLUSTER_ID, self.config,
             random.Random(self.node_rng.getrandbits(64)), self.queue.now,
             node.qs, disk.entries, log_start_offset=disk.start_offset,
             log_start_epoch=disk.start_epoch, image=disk.image, snapshots=disk.snapshots,
-            snapshot_store=DiskSnapshots(node.snapshots),
+            snapshot_store=DiskSnapshots(node.snapshots), directory_id=node.directory_id,
+            bootstrap=tuple(self.bootstrap_servers),
         )
         if any(note["type"] == "log-invalid" for note in disk.notes):
             self.stats.logs_invalid += 1
@@ -257,14 +358,49 @@ class Cluster:
         node.durable = core.log_view.end_offset
         node.halt(list(core.log_view.read(node.log_start, node.durable)))
 
+    def wipe(self, node: SimNode, directory_id: uuid.UUID) -> None:
+        """Crash `node` and re-format its disk empty with a new directory id
+        (`--no-initial-controllers`: it learns the voters from the log or a snapshot); start it."""
+        if node.core is not None:
+            node.halt(list(node.core.log_view.read(node.log_start, node.durable)))
+        self.departed[(node.id, node.directory_id)] = DepartedReplica(node.log_start,
+                                                                      node.saved_log)
+        node.wipe(SnapshotDir(self.encoder), directory_id)
+        self.start(node)
+
     def leader_id(self) -> int | None:
-        """The voter leading the highest epoch, if any."""
+        """The node leading the highest epoch, if any (a voter, but for a leader that removed
+        itself and leads until that commits)."""
         best: tuple[int, int] | None = None
-        for n in self.voter_ids:
+        for n in self.node_ids if self.dynamic else self.voter_ids:
             core = self.nodes[n].core
             if core is not None and core.is_leader and (best is None or core.epoch > best[0]):
                 best = (core.epoch, n)
         return best[1] if best else None
+
+    def current_voters(self) -> list[int]:
+        """The voter ids as the leader of the highest epoch (or, with none, the running core of
+        the highest epoch and longest log) has them: the static ones without KIP-853."""
+        if not self.dynamic:
+            return self.voter_ids
+        best: tuple[bool, int, int] | None = None
+        chosen: RaftCore | None = None
+        for node in self.nodes.values():
+            core = node.core
+            if core is None:
+                continue
+            key = (core.is_leader, core.epoch, core.log_end_offset)
+            if best is None or key > best:
+                best, chosen = key, core
+        if chosen is None:
+            return self.voter_ids
+        return [n for n in chosen.voters.sorted() if n in self.nodes] or self.voter_ids
+
+    def is_voter_now(self, node: SimNode) -> bool:
+        """Does `node` vote, as its own core (or, while it is down, its static role) says?"""
+        if self.dynamic and node.core is not None:
+            return node.core.is_voter
+        return node.is_voter
 
     # --- events that reach a node ---------------------------------------------------------------
 
@@ -350,9 +486,13 @@ class Cluster:
         if hw != node.last_hw:
             self.inv.high_watermark(node.id, node.last_hw, hw, core.log_view.get,
                                     core.log_view.start_offset, core.image)
-            if core.is_leader and hw > node.last_hw:
-                self.check_majority(node, hw)
+            if hw > node.last_hw and (core.is_leader or node.led):
+                # (`led`: a leader whose own removal just committed resigned in this very step.)
+                self.check_majority(node, hw, self._set_at_hw(node, ready))
             node.last_hw = hw
+        node.led = core.is_leader
+        if self.dynamic:
+            self._check_voter_sets(node, ready)
         write = ready.snapshot_write
         if write is not None:
             # After the HW's check: the committed log now reaches what the snapshot claims.
@@ -399,6 +539,10 @@ class Cluster:
         if ready.messages:
             self._send(node, ready.messages)
         for reply in ready.replies:
+            if type(reply) is VoterChangeReply:
+                # The membership nemesis's (its own request ids): never a client's.
+                self.queue.push(self.queue.now + 1, AdminReply(node.id, reply))
+                continue
             client = node.pending.pop(reply.request_id, None)
             if client is not None:
                 self.queue.push(self.net.reply_time(self.queue.now),
@@ -436,8 +580,10 @@ class Cluster:
         push = self.queue.push
         net = self.net
         delivery_times = net.delivery_times
+        bootstrap = self.bootstrap_servers
         for send in sends:
-            dst = nodes.get(send.dst)
+            to = bootstrap.get(send.dst, send.dst) if bootstrap else send.dst
+            dst = nodes.get(to)
             if dst is None:
                 continue
             message = send.message
@@ -446,9 +592,9 @@ class Cluster:
                 bad = net.corrupted(message.data)
                 if bad is not None:
                     message = dataclasses.replace(message, data=bad)
-            times = delivery_times(now, node.id, send.dst)
+            times = delivery_times(now, node.id, to)
             if times:
-                event = Deliver(send.dst, dst.inc, node.id, message, rid)
+                event = Deliver(to, dst.inc, node.id, message, rid)
                 for at_ms in times:
                     push(at_ms, event)
         crasher = self.vote_crasher
@@ -476,16 +622,99 @@ class Cluster:
         base = self.disk_speed[node.id]
         return self.queue.now + base + self.disk_rng.randrange(base + 1)
 
-    def check_majority(self, leader: SimNode, hw: int) -> None:
-        """MajorityReachedHighWatermark: a majority of voters holds entry `hw - 1` on disk."""
+    def check_majority(self, leader: SimNode, hw: int, voters: VoterSet) -> None:
+        """MajorityReachedHighWatermark: a majority of `voters` (the set in effect at the leader
+        when its HW moved) holds entry `hw - 1` on disk. A voter counts only as the replica the
+        set names: a re-formatted disk (another directory id) does not, and neither does the
+        leader's own log when the leader is not in the set. (A replica whose disk was wiped since
+        counts with what its disk held then: it acknowledged that, and losing a disk is a voter
+        lost for good, as a crash is one lost for a while.)"""
         core = leader.core
         assert core is not None
         mine = core.log_view.get(hw - 1)
         holders = 0
-        for v in self.voter_ids:
-            entry = self.nodes[v].durable_entry(hw - 1)
+        nodes = self.nodes
+        for v in voters:
+            node = nodes.get(v.id)
+            if node is None:
+                continue
+            if node.counts_as(v):
+                entry = node.durable_entry(hw - 1)
+            else:
+                gone = self.departed.get((v.id, v.directory_id))
+                entry = gone.entry(hw - 1) if gone is not None else None
             if entry is not None and mine is not None and (
                 entry is mine or (entry.epoch == mine.epoch and entry.payload == mine.payload)
             ):
                 holders += 1
-        self.inv.majority_flushed(leader.id, hw, holders, self.majority)
+        self.inv.majority_flushed(leader.id, hw, holders, voters.majority,
+                                  voters.sorted() if self.dynamic else None)
+
+    # --- KIP-853's checks -----------------------------------------------------------------------
+
+    def _set_at_hw(self, node: SimNode, ready: Ready) -> VoterSet:
+        """The voter set in effect when the leader's high watermark last moved in this step: the
+        set it had before the step, or the one a `voters` event of the step announced before the
+        last `high-watermark` event."""
+        if not self.dynamic:
+            return self.static_voters
+        core = node.core
+        assert core is not None
+        current = node.voters if node.voters is not None else core.voters
+        at_hw = current
+        for ev in ready.events:
+            kind = ev["type"]
+            if kind == "voters":
+                current = _announced(core, ev)
+            elif kind == "high-watermark":
+                at_hw = current
+        return at_hw
+
+    def _check_voter_sets(self, node: SimNode, ready: Ready) -> None:
+        """KIP-853's invariants for what this step did: a leader elected or appending a voter
+        change (SingleVoterChange, VoterSetsOverlap); a log whose voter entries changed
+        (VoterSetAtLogEnd); a changed set re-judges who is cut off (the zombie watch)."""
+        core = node.core
+        assert core is not None
+        inv = self.inv
+        for ev in ready.events:
+            kind = ev["type"]
+            if kind == "voter-change" or (kind == "state" and ev["state"] == "leader"):
+                if core.is_leader:
+                    floor = min(max(core.high_watermark, len(inv.committed)),
+                                core.log_view.end_offset)
+                    history = core.voter_history
+                    inv.single_voter_change(node.id, core.epoch, history.uncommitted(floor),
+                                            floor)
+                    inv.voter_sets_overlap(node.id, core.epoch, history.at(floor), core.voters)
+                break
+        if (ready.voters is not None or ready.truncate_to is not None
+                or ready.log_reset is not None
+                or any(e.kind is EntryKind.VOTERS for e in ready.entries)):
+            inv.voters_at_log_end(node.id, core.voters, _voters_at_log_end(core))
+        if ready.voters is not None and self.on_voters_changed is not None:
+            self.on_voters_changed(self.queue.now)
+        node.voters = core.voters
+
+
+def _announced(core: RaftCore, event: dict[str, Any]) -> VoterSet:
+    """The set a `voters` event announced: the VotersRecord at its offset, or the base set."""
+    offset = event["offset"]
+    if offset is None:
+        return core.voter_history.base
+    entry = core.log_view.get(offset)
+    if entry is None or entry.kind is not EntryKind.VOTERS:
+        return core.voters
+    return VoterSet.decode(entry.payload)
+
+
+def _voters_at_log_end(core: RaftCore) -> VoterSet:
+    """The voter set `core`'s log ends with, read from the log itself: its last VotersRecord,
+    else the one of the image it holds (a snapshot's, or the bootstrap checkpoint's), else none
+    (a disk formatted without the checkpoint that has not learnt the voters yet)."""
+    log = core.log_view
+    for offset in range(log.end_offset - 1, log.start_offset - 1, -1):
+        entry = log.get(offset)
+        if entry is not None and entry.kind is EntryKind.VOTERS:
+            return VoterSet.decode(entry.payload)
+    return core.image.voters if core.image.voters is not None else VoterSet()

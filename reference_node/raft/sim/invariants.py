@@ -5,10 +5,10 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 
 | invariant | holds when |
 | --- | --- |
-| SingleLeader | at most one leader per epoch, ever |
+| SingleLeader | at most one leader per epoch, ever (whatever the voter sets: KIP-853 changes them) |
 | MonotonicEpoch | a node's epoch never decreases, across restarts too |
 | MonotonicHighWatermark | a node's high watermark never decreases while it runs |
-| MajorityReachedHighWatermark | when a leader's HW reaches H, a majority of voters has flushed entry H-1 as the leader has it |
+| MajorityReachedHighWatermark | when a leader's HW reaches H, a majority of voters has flushed entry H-1 as the leader has it; with KIP-853, of the voter set in effect at the leader when its HW moved, each voter counted only as the replica (directory id) the set names, the leader's own log only if it is in the set |
 | ConsistentCommittedData | every offset below any node's HW holds the same entry on every node, ever; no node truncates below its HW; a node whose HW passes entries it never held (below its log start: a snapshot holds them) has a state machine image equal to the committed log's fold |
 | NoAckedAppendLost | an acknowledged append stays committed at its offset |
 | ConsistentOutcomes | what a client is told (a kv command's outcome: ok, swapped, not-swapped; an image read's kv map at the HW it names) is what applying the committed log gives |
@@ -18,7 +18,10 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | SnapshotWithinHighWatermark | no snapshot holds entries above the HW of the node that took it, when it took it |
 | LogStartAtSnapshot | a node's log start offset is 0 or the end offset of one of its durable snapshots (checked as it moves: on install, on deletion below a snapshot) |
 | ObserversFollow | no observer ends the run stranded: in an epoch above every voter's and behind what was committed when faults healed (an observer that campaigns, `observer-campaign`, strands itself in an epoch no leader has and stops replicating: KAFKA-17067's harm, brokers stuck on stale metadata) |
-| ZombieStepDown | a leader cut off from a majority is no longer leader once the leader progress timeout (plus delivery slack) has passed |
+| ZombieStepDown | a leader cut off from a majority (of the voter set it holds) is no longer leader once the leader progress timeout (plus delivery slack) has passed |
+| SingleVoterChange | (KIP-853) a leader's log holds at most one uncommitted voter change: at most one VotersRecord at or above the committed end (checked when a leader is elected and when it appends a change) |
+| VoterSetsOverlap | (KIP-853) a leader's committed voter set and its latest one overlap: every majority of one meets every majority of the other |
+| VoterSetAtLogEnd | (KIP-853) every replica's voter set is the one its log ends with: its last VotersRecord, else its snapshot's (checked whenever its voter entries may have changed: appended, truncated, installed) |
 | Liveness | once faults heal, an append commits within the remaining simulated time |
 
 The committed log is kept whole (`committed`), with its fold: the running image, the outcome of
@@ -35,6 +38,7 @@ from typing import Any
 
 from reference_node.raft.image import GENESIS_DIGEST, Image
 from reference_node.raft.messages import Entry, SnapshotId
+from reference_node.raft.voters import VoterSet, overlapping
 
 INVARIANTS = (
     "SingleLeader",
@@ -51,6 +55,9 @@ INVARIANTS = (
     "LogStartAtSnapshot",
     "ObserversFollow",
     "ZombieStepDown",
+    "SingleVoterChange",
+    "VoterSetsOverlap",
+    "VoterSetAtLogEnd",
     "Liveness",
 )
 
@@ -272,12 +279,43 @@ class Invariants:
                 f"there (durable: {held})",
             )
 
-    def majority_flushed(self, node: int, hw: int, holders: int, majority: int) -> None:
+    def majority_flushed(self, node: int, hw: int, holders: int, majority: int,
+                         voters: list[int] | None = None) -> None:
         if holders < majority:
+            of = f" of {voters}" if voters is not None else ""
             raise Violation(
                 "MajorityReachedHighWatermark",
-                f"leader {node} set HW {hw} but only {holders} voters (need {majority}) "
+                f"leader {node} set HW {hw} but only {holders} voters{of} (need {majority}) "
                 f"have flushed entry {hw - 1}",
+            )
+
+    # --- KIP-853 ------------------------------------------------------------------------------------
+
+    def single_voter_change(self, node: int, epoch: int, uncommitted: list[int],
+                            committed_end: int) -> None:
+        """`uncommitted`: the offsets of the VotersRecords in leader `node`'s log at or above
+        `committed_end` (its HW, or the committed log's end when that is further)."""
+        if len(uncommitted) > 1:
+            raise Violation(
+                "SingleVoterChange",
+                f"leader {node} (epoch {epoch}) has {len(uncommitted)} uncommitted voter changes "
+                f"in its log, at offsets {uncommitted} (committed below {committed_end})",
+            )
+
+    def voter_sets_overlap(self, node: int, epoch: int, committed: VoterSet,
+                           latest: VoterSet) -> None:
+        if not overlapping(committed, latest):
+            raise Violation(
+                "VoterSetsOverlap",
+                f"leader {node} (epoch {epoch}): its committed voters {committed.sorted()} and "
+                f"its latest {latest.sorted()} have majorities that do not meet",
+            )
+
+    def voters_at_log_end(self, node: int, held: VoterSet, at_log_end: VoterSet) -> None:
+        if held != at_log_end:
+            raise Violation(
+                "VoterSetAtLogEnd",
+                f"node {node} holds the voter set {held!r}; its log ends with {at_log_end!r}",
             )
 
     def acknowledged(self, offset: int, payload: bytes) -> None:

@@ -60,9 +60,11 @@ class Nemesis:
         self.active: ActiveFault | None = None
 
     def schedule(self) -> None:
-        """Queue the first start and the heal (nothing when the run has no faults)."""
+        """Queue the first start (when there is a fault to take turns) and the heal (when the
+        run has any fault, `membership` alone included)."""
         if self.faults:
             self.queue.push(self.rng.randrange(500, 1500), FaultStart())
+        if self.heal_ms:
             self.queue.push(self.heal_ms, Heal())
 
     # --- events ---------------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class Nemesis:
         return None
 
     def start_partition_leader(self) -> Victims:
-        self._isolate(self.cluster.leader_id() or self.rng.choice(self.cluster.voter_ids))
+        self._isolate(self.cluster.leader_id() or self.rng.choice(self.cluster.current_voters()))
         return None
 
     def _isolate(self, alone: int) -> None:
@@ -231,7 +233,8 @@ class Nemesis:
         leader = cluster.leader_id()
         roll = rng.random()
         if whole_majority_too and roll < 0.2:
-            count = min(len(alive), rng.randrange(cluster.majority, len(alive) + 1))
+            majority = len(cluster.current_voters()) // 2 + 1
+            count = min(len(alive), rng.randrange(majority, len(alive) + 1))
             return sorted(rng.sample(alive, count))
         if leader is not None and roll < 0.6:
             return [leader]
@@ -250,13 +253,14 @@ class Nemesis:
         """
         rng = self.rng
         cluster = self.cluster
-        bridge = cluster.leader_id() or rng.choice(cluster.voter_ids)
-        rest = [n for n in cluster.voter_ids if n != bridge]
+        voter_ids = cluster.current_voters()
+        bridge = cluster.leader_id() or rng.choice(voter_ids)
+        rest = [n for n in voter_ids if n != bridge]
         rng.shuffle(rest)
         half = len(rest) // 2
         sides: list[list[int]] = [[bridge, *rest[:half]], [bridge, *rest[half:]]]
         for n in cluster.node_ids:
-            if n not in cluster.voter_ids:
+            if n not in voter_ids and n != bridge:
                 sides[rng.randrange(2)].append(n)
         self.net.partition(sides, cluster.node_ids)
         for n in rest[half:]:

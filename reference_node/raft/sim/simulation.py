@@ -14,9 +14,15 @@ snapshots every 15-20 entries and keeps a few snapshots' worth of log, so a foll
 seconds (a partition, a crash, the lagging-follower fault) comes back below the leader's log start
 and must install a snapshot. `SimResult.snapshots` counts what the run wrote and installed.
 
-Every random choice comes from one of five streams split off the seed in a fixed order (network,
-nemesis, clients, nodes, disks), so a seed replays byte for byte, and a change in one concern's
-draws leaves the others' alone.
+With the `membership` fault, the cluster keeps its voters in the log (KIP-853: host.py formats it
+with a bootstrap checkpoint and directory ids) and the membership nemesis (membership.py) changes
+them all along the run, beside the one-at-a-time faults; `SimResult.membership` counts what it
+asked and what was committed.
+
+Every random choice comes from one of six streams split off the seed in a fixed order (network,
+nemesis, clients, nodes, disks, membership), so a seed replays byte for byte, and a change in one
+concern's draws leaves the others' alone: a run without `membership` never draws from the sixth,
+and replays exactly as before it existed.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.sim.clients import Clients
 from reference_node.raft.sim.events import (
     DROPPED,
+    AdminReply,
+    AdminRequest,
     ClientNext,
     ClientReplyDue,
     ClientRequest,
@@ -44,6 +52,9 @@ from reference_node.raft.sim.events import (
     FaultStop,
     Flushed,
     Heal,
+    MembershipAct,
+    MembershipStart,
+    MembershipStop,
     Rejoin,
     SnapshotDurable,
     SnapshotRefusal,
@@ -51,9 +62,10 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.faults import FAULTS
+from reference_node.raft.sim.faults import ALONGSIDE, FAULTS
 from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
+from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
 from reference_node.raft.sim.nemesis import Nemesis
 from reference_node.raft.sim.network import Network
 from reference_node.raft.sim.zombies import ZombieWatch
@@ -92,6 +104,11 @@ class SimConfig:
         )
 
     @property
+    def membership(self) -> bool:
+        """KIP-853: voters in the log, changed by the membership nemesis."""
+        return "membership" in self.faults
+
+    @property
     def heal_ms(self) -> int:
         """Faults stop here; the rest of the run is the liveness window."""
         return self.time_ms * 3 // 5 if self.faults else 0
@@ -108,6 +125,8 @@ class SimResult:
     reads: int = 0
     leaders: int = 0
     snapshots: SnapshotStats = field(default_factory=SnapshotStats)
+    membership: MembershipStats | None = None
+    """What the membership nemesis did (None when it was off)."""
 
     @property
     def ok(self) -> bool:
@@ -124,11 +143,13 @@ class RandomStreams:
     clients: random.Random
     nodes: random.Random
     disks: random.Random
+    membership: random.Random
+    """Directory ids, and the membership nemesis's choices."""
 
     @classmethod
     def split(cls, seed: int) -> RandomStreams:
         master = random.Random(seed)
-        return cls(*(random.Random(master.getrandbits(64)) for _ in range(5)))
+        return cls(*(random.Random(master.getrandbits(64)) for _ in range(6)))
 
 
 Handler = Callable[[Any], SimNode | Dropped | None]
@@ -146,14 +167,20 @@ class Simulation:
         self.queue = EventQueue()
         self.inv = Invariants()
         net = Network(streams.network)
+        dynamic = config.membership
         self.cluster = Cluster(raft_config, voter_ids, node_ids, self.queue, net, self.inv,
-                               streams.nodes, streams.disks)
-        voters = [self.cluster.nodes[n] for n in voter_ids]
-        self.zombies = ZombieWatch(voters, net, self.inv, raft_config.check_quorum_timeout_ms)
-        self.clients = Clients(config.clients, self.queue, self.cluster.nodes, voter_ids,
+                               streams.nodes, streams.disks,
+                               streams.membership if dynamic else None)
+        watched = [self.cluster.nodes[n] for n in (node_ids if dynamic else voter_ids)]
+        self.zombies = ZombieWatch(watched, net, self.inv, raft_config.check_quorum_timeout_ms,
+                                   dynamic)
+        self.clients = Clients(config.clients, self.queue, self.cluster.nodes,
+                               self.cluster.current_voters if dynamic else voter_ids,
                                self.inv, streams.clients, config.heal_ms)
-        self.nemesis = Nemesis(config.faults, config.heal_ms, self.cluster, self.zombies,
+        taking_turns = tuple(f for f in config.faults if f not in ALONGSIDE)
+        self.nemesis = Nemesis(taking_turns, config.heal_ms, self.cluster, self.zombies,
                                self.queue, streams.nemesis)
+        self.membership: MembershipNemesis | None = None
         self.handlers: dict[type, Handler] = {
             Deliver: self.cluster.on_deliver,
             TickDue: self.cluster.on_tick,
@@ -171,6 +198,18 @@ class Simulation:
             VoteCrash: self.nemesis.on_vote_crash,
             VoterRestart: self.nemesis.on_voter_restart,
         }
+        if dynamic:
+            self.cluster.on_voters_changed = self.zombies.recompute
+            membership = MembershipNemesis(self.cluster, self.zombies, self.queue,
+                                           streams.membership, config.heal_ms)
+            self.membership = membership
+            self.handlers.update({
+                MembershipAct: membership.on_act,
+                AdminRequest: membership.on_request,
+                AdminReply: membership.on_reply,
+                MembershipStop: membership.on_stop,
+                MembershipStart: membership.on_start,
+            })
         self.committed_at_heal = 0
         self.events = 0
         self.recent: deque[tuple[int, Event]] = deque(maxlen=RECENT_EVENTS)
@@ -183,6 +222,8 @@ class Simulation:
                 self.cluster.start(node)
             self.clients.start()
             self.nemesis.schedule()
+            if self.membership is not None:
+                self.membership.schedule()
             self.loop()
             if self.cfg.faults and not self.clients.acked_after_heal:
                 raise Violation(
@@ -198,6 +239,7 @@ class Simulation:
             self.seed, violation, self.events,
             [event.trace_line(at_ms) for at_ms, event in self.recent], self.trace,
             self.clients.acked, self.clients.reads, len(self.inv.leaders), self.cluster.stats,
+            self.membership.stats if self.membership is not None else None,
         )
 
     def loop(self) -> None:
@@ -235,13 +277,15 @@ class Simulation:
         every voter's, is stranded: its fetches name an epoch no voter has reached, so no leader
         serves it until the voters' epochs pass its own. (An observer that lags while the voters
         themselves have no leader is the voters' liveness, judged by Liveness.)"""
+        cluster = self.cluster
         voter_epoch = max(
             (n.core.epoch if n.core is not None else (n.qs.leader_epoch if n.qs else 0))
-            for n in self.cluster.nodes.values() if n.is_voter
+            for n in cluster.nodes.values() if cluster.is_voter_now(n)
         )
-        for node in self.cluster.nodes.values():
+        for node in cluster.nodes.values():
             core = node.core
-            if node.is_voter or not node.alive or core is None or core.epoch <= voter_epoch:
+            if cluster.is_voter_now(node) or not node.alive or core is None or \
+                    core.epoch <= voter_epoch:
                 continue
             self.inv.observer_followed(node.id, core.high_watermark, self.committed_at_heal,
                                        core.state_name, core.epoch, voter_epoch)

@@ -5,6 +5,11 @@ included) are alive and reachable from it both ways. That changes only when the 
 the network or stops or starts a node, so the nemesis calls `recompute` then; a voter still cut off
 keeps the time it was first cut off. After every event `check` asks whether a voter cut off for
 longer than the leader progress timeout (plus delivery slack) is still leader.
+
+With KIP-853 (`dynamic`) the voters are whoever a node's own voter set names, so every running
+node is judged by the set its core holds (a leader by the set it counts its quorum in, itself
+included only if it is in it; a voter only as the replica the set names, so a re-formatted disk
+does not count), and a changed set is a change too: the host calls `recompute` then.
 """
 
 from __future__ import annotations
@@ -18,21 +23,27 @@ ZOMBIE_SLACK_MS = 1000
 
 
 class ZombieWatch:
-    __slots__ = ("by_id", "cut_since", "inv", "limit_ms", "majority", "net", "voters")
+    __slots__ = ("by_id", "cut_since", "dynamic", "inv", "limit_ms", "majority", "net", "voters")
 
     def __init__(
-        self, voters: list[SimNode], net: Network, inv: Invariants, check_quorum_timeout_ms: int
+        self, voters: list[SimNode], net: Network, inv: Invariants, check_quorum_timeout_ms: int,
+        dynamic: bool = False,
     ) -> None:
+        """`voters`: the static voters, or with `dynamic` every node."""
         self.voters = voters
         self.by_id = {node.id: node for node in voters}
         self.net = net
         self.inv = inv
         self.majority = len(voters) // 2 + 1
         self.limit_ms = check_quorum_timeout_ms + ZOMBIE_SLACK_MS
+        self.dynamic = dynamic
         self.cut_since: dict[int, int] = {}
         """The voters cut off now, in voter order, and since when."""
 
     def recompute(self, now: int) -> None:
+        if self.dynamic:
+            self._recompute_dynamic(now)
+            return
         link = self.net.link_ok
         voters = self.voters
         cut: dict[int, int] = {}
@@ -42,6 +53,32 @@ class ZombieWatch:
                 1 for v in voters if v.id != n and v.alive and link(n, v.id) and link(v.id, n)
             )
             if reach < self.majority:
+                cut[n] = self.cut_since.get(n, now)
+        self.cut_since = cut
+
+    def _recompute_dynamic(self, now: int) -> None:
+        link = self.net.link_ok
+        by_id = self.by_id
+        cut: dict[int, int] = {}
+        for node in self.voters:
+            core = node.core
+            if core is None:
+                continue
+            n = node.id
+            voters = core.voters
+            me = voters.get(n)
+            if me is None and not core.is_leader:
+                continue  # an observer: it leads nothing, now or before its set changes
+            reach = 0
+            for v in voters:
+                if v.id == n:
+                    reach += node.counts_as(v)
+                    continue
+                other = by_id.get(v.id)
+                if other is not None and other.alive and other.counts_as(v) and \
+                        link(n, v.id) and link(v.id, n):
+                    reach += 1
+            if reach < voters.majority:
                 cut[n] = self.cut_since.get(n, now)
         self.cut_since = cut
 
