@@ -75,4 +75,11 @@ CASES: list[Case] = [
          node_config=(*SMALL_SNAPSHOTS, ("unsafe", "snapshot-uncommitted")), severity="minor"),
     Case("append", "kill", expect="invalid",
          node_config=(*SMALL_SNAPSHOTS, ("unsafe", "delete-before-snapshot")), severity="minor"),
+    # KIP-853: voters added and removed (the leader first) while partitions and kills go on.
+    Case("append", "membership,partition,kill", marks=SMOKE, severity="critical"),
+    Case("kv", "membership,pause", node_config=SMALL_SNAPSHOTS, severity="critical"),
+    # KAFKA-16530: the leader that removed itself leads on (the membership checker's
+    # removed-leader-leads-on).
+    Case("append", "membership", expect="invalid",
+         node_config=(("unsafe", "leader-remove-no-resign"),), severity="minor"),
 ]
