@@ -52,6 +52,8 @@ from reference_node.wire.requests import (
 )
 
 ZERO_UUID = ZERO_UUID_TEXT
+RETRY_BACKOFF_S = 0.25
+"""Between attempts of a voter change the node found as leader refused as not the leader."""
 DESCRIBE_TIMEOUT_S = 10.0
 """How long `add_voter` / `remove_voter` look for the leader at most (within their timeout)."""
 REPLY_GRACE_S = 20.0
@@ -266,19 +268,46 @@ def add_voter(bootstrap: str, voter_id: int, directory_id: uuid.UUID,
     up with the leader. Returns once the new voter set has committed; VoterChangeError for the
     leader's refusal, QuorumError when no leader was found, a WireError on the way."""
     deadline = time.monotonic() + timeout_s
-    leader = find_leader(parse_bootstrap(bootstrap), min(timeout_s, DESCRIBE_TIMEOUT_S), ssl)
-    wait_ms = max(int((deadline - time.monotonic()) * 1000), 0)
-    _change(leader, ADD_RAFT_VOTER, lambda v: add_raft_voter_request(
-        v, voter_id, directory_id, list(endpoints), timeout_ms=wait_ms), wait_ms / 1000.0, ssl)
+
+    def attempt() -> None:
+        leader = find_leader(parse_bootstrap(bootstrap),
+                             min(max(deadline - time.monotonic(), 0.1), DESCRIBE_TIMEOUT_S), ssl)
+        wait_ms = max(int((deadline - time.monotonic()) * 1000), 0)
+        _change(leader, ADD_RAFT_VOTER, lambda v: add_raft_voter_request(
+            v, voter_id, directory_id, list(endpoints), timeout_ms=wait_ms), wait_ms / 1000.0,
+            ssl)
+
+    _until_a_leader_answers(attempt, deadline)
 
 
 def remove_voter(bootstrap: str, voter_id: int, directory_id: uuid.UUID,
                  timeout_s: float = 30.0, ssl: SSLContext | None = None) -> None:
     """RemoveRaftVoter: replica (`voter_id`, `directory_id`) stops voting. Returns once the new
     voter set has committed; errors as `add_voter`."""
-    leader = find_leader(parse_bootstrap(bootstrap), min(timeout_s, DESCRIBE_TIMEOUT_S), ssl)
-    _change(leader, REMOVE_RAFT_VOTER,
-            lambda v: remove_raft_voter_request(v, voter_id, directory_id), 0.0, ssl)
+    deadline = time.monotonic() + timeout_s
+
+    def attempt() -> None:
+        leader = find_leader(parse_bootstrap(bootstrap),
+                             min(max(deadline - time.monotonic(), 0.1), DESCRIBE_TIMEOUT_S), ssl)
+        _change(leader, REMOVE_RAFT_VOTER,
+                lambda v: remove_raft_voter_request(v, voter_id, directory_id), 0.0, ssl)
+
+    _until_a_leader_answers(attempt, deadline)
+
+
+def _until_a_leader_answers(attempt: Any, deadline: float) -> None:
+    """Run `attempt` again while the node found as leader says it no longer is (the leadership
+    moved between DescribeQuorum and the change, e.g. a leader that removed itself resigned),
+    as Kafka's admin client retries NOT_LEADER_OR_FOLLOWER, until `deadline`."""
+    while True:
+        try:
+            attempt()
+            return
+        except VoterChangeError as exc:
+            retriable = exc.code == ErrorCode.not_leader_or_follower.value
+            if not retriable or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
 
 
 def _change(leader: Leader, api_key: int, build: Any, wait_s: float,
