@@ -230,11 +230,7 @@ class RaftCore:
     def _note_voter_entries(self, entries: Sequence[Entry]) -> None:
         """Appended entries: a VotersRecord takes effect now, before it commits (KIP-853)."""
         was_voter, before = self.is_voter, self.voters
-        for entry in entries:
-            if entry.kind is EntryKind.VOTERS:
-                self.voter_history.add(entry.offset, VoterSet.decode(entry.payload))
-            elif entry.kind is EntryKind.KRAFT_VERSION:
-                self.voter_history.add_kraft_version(entry.offset, int(entry.payload))
+        self.voter_history.add_entries(entries)
         if self.voters != before:
             self._voters_changed(was_voter)
 
@@ -824,11 +820,7 @@ def _voter_history(static: VoterSet, image: Image, log: RaftLog) -> VoterHistory
     offset = max(log.start_offset, image.end_offset)
     while offset < log.end_offset:
         chunk = log.read(offset, log.end_offset, 1024)
-        for entry in chunk:
-            if entry.kind is EntryKind.VOTERS:
-                history.add(entry.offset, VoterSet.decode(entry.payload))
-            elif entry.kind is EntryKind.KRAFT_VERSION:
-                history.add_kraft_version(entry.offset, int(entry.payload))
+        history.add_entries(chunk)
         offset = chunk[-1].offset + 1
     return history
 

@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from reference_node.raft.messages import Entry, EntryKind
+
 __all__ = [
     "Voter", "VoterEndpoint", "VoterHistory", "VoterSet", "kafka_uuid", "overlapping",
     "parse_kafka_uuid",
@@ -228,6 +230,14 @@ class VoterHistory:
 
     def add_kraft_version(self, offset: int, version: int) -> None:
         self._kraft.append((offset, version))
+
+    def add_entries(self, entries: Iterable[Entry]) -> None:
+        """Take in the VotersRecords and KRaftVersionRecords among `entries` (in offset order)."""
+        for entry in entries:
+            if entry.kind is EntryKind.VOTERS:
+                self.add(entry.offset, VoterSet.decode(entry.payload))
+            elif entry.kind is EntryKind.KRAFT_VERSION:
+                self.add_kraft_version(entry.offset, int(entry.payload))
 
     def latest(self) -> VoterSet:
         return self._sets[-1] if self._sets else self.base
