@@ -82,4 +82,12 @@ CASES: list[Case] = [
     # removed-leader-leads-on).
     Case("append", "membership", expect="invalid",
          node_config=(("unsafe", "leader-remove-no-resign"),), severity="minor"),
+    # Disks, through the fault filesystem (nemesis/faultfs): fsync stalls, power cuts that drop
+    # what was not fsynced (a torn prefix kept at times), damaged files on a minority.
+    Case("append", "fsync-stall", severity="critical"),
+    Case("append", "power-loss", severity="critical"),
+    Case("kv", "corrupt", node_config=SMALL_SNAPSHOTS, severity="critical"),
+    # A node that acknowledges before its fsync: a power cut takes acknowledged writes with it.
+    Case("append", "power-loss", expect="invalid", node_config=(("unsafe", "skip-flush"),),
+         severity="minor"),
 ]

@@ -86,7 +86,9 @@ def _jsonl(path: Path, tolerate_torn_tail: bool) -> tuple[list[dict[str, Any]], 
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            if tolerate_torn_tail and number == len(lines):
+            # a crash tears the line it was writing (events are not fsynced): the last line, or,
+            # once the node came back after a power cut, the line before its `start` event
+            if tolerate_torn_tail and (number == len(lines) or _restarts(lines, number)):
                 torn += 1
                 continue
             raise NodeDataError(f"{path}:{number}: bad JSON: {exc.msg}") from exc
@@ -94,3 +96,17 @@ def _jsonl(path: Path, tolerate_torn_tail: bool) -> tuple[list[dict[str, Any]], 
             raise NodeDataError(f"{path}:{number}: each line must be a JSON object")
         records.append(record)
     return records, torn
+
+
+def _restarts(lines: list[str], number: int) -> bool:
+    """Whether the first non-blank line after line `number` (1-based) is a node's `start` event:
+    what a power cut leaves is a torn line, then the restarted node's first words."""
+    for text in lines[number:]:
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError:
+            return False
+        return isinstance(record, dict) and record.get("type") == "start"
+    return False

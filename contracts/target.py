@@ -66,6 +66,21 @@ class HasLeader(Protocol):
         """Which node each reachable node believes leads (by node name), for targeted faults."""
 
 
+@runtime_checkable
+class HasDataDir(Protocol):
+    """A target whose durable state lives in one directory per node: the disk nemeses
+    (`nemesis.disk`) mount their fault-injecting filesystem over it before the node first starts,
+    so they work for any target that says where its data is and which files matter."""
+
+    def data_dir(self, backend: Backend, node: str) -> str:
+        """The node's data directory on its host (it may not exist yet)."""
+
+    def data_files(self) -> dict[str, list[str]]:
+        """The files the `corrupt` nemesis may damage, by kind (e.g. `segment`, `snapshot`,
+        `quorum-state`): globs relative to the data directory, the first that matches wins, and
+        of its matches the newest file."""
+
+
 class Client(abc.ABC):
     """One client process's connection. `invoke` never raises for an operation's failure: it
     returns the completion with type "fail" (certainly no effect) or "info" (unknown)."""

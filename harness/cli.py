@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("harness.report_cli", "generate the Allure report"),
     "serve": ("harness.serve_cli", "browse stored runs in a web browser (read-only, 127.0.0.1)"),
     "clean": ("harness.clean_cli", "remove every container, network and process a run left"),
+    "faultfs": ("nemesis.faultfs.cli", "the fault-injecting filesystem under a node's data "
+                "(disk nemeses)"),
 }
 
 

@@ -50,12 +50,14 @@ BASE_REPO = "kraft-jepsen/base"
 NODE_REPO = "kraft-jepsen/node"
 NODE_LATEST = f"{NODE_REPO}:latest"
 
+# fuse3 (with libfuse3-3): the disk nemeses' filesystem runs inside the node containers
 BASE_PACKAGES = ("python3", "python3-venv", "openssh-server", "iproute2", "iptables", "procps",
-                 "tini")
+                 "tini", "fuse3")
 REGISTRY_BASE = "python:3.11-slim"
 DEFAULT_RELEASE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-NODE_DISTRIBUTIONS = ("kio",)  # what `kraft node` imports beyond the standard library
+# what `kraft node` imports beyond the standard library, and `kraft faultfs` (mfusepy)
+NODE_DISTRIBUTIONS = ("kio", "mfusepy")
 PACKAGE_DIRS = ("reference_node", "harness", "nemesis", "checkers", "workloads")
 
 Progress = Callable[[str], None]

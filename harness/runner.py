@@ -34,14 +34,16 @@ from contracts.backend import Backend, ClusterSpec
 from contracts.generator import Stagger, TimeLimit
 from contracts.history import History, Op
 from contracts.results import HISTORY, NODES, RESULTS, TEST, node_dirs
-from contracts.target import DB, Client, HasLeader, Target
+from contracts.target import DB, Client, HasDataDir, HasLeader, Target
 from contracts.workload import Workload
 from harness import store
 from harness.config import TestConfig
+from harness.disk import Disks
 from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
+from nemesis.disk import KINDS as DISK_KINDS
 from nemesis.membership import CanChangeMembership
 from nemesis.registry import build
 from nemesis.schedule import Schedule
@@ -167,15 +169,22 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                     out: TextIO, problems: list[str], test: dict[str, Any]) -> None:
     """`test` (test.json) gains what only the deployment learns (the membership facts)."""
     nodes = config.all_nodes()
+    disk_faults = bool(set(config.nemesis) & set(DISK_KINDS))
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
-                       nodes=nodes, ports=target.ports, run_dir=run_dir)
+                       nodes=nodes, ports=target.ports, run_dir=run_dir,
+                       options={"fuse": "1"} if disk_faults else {})
     db = target.db()
     membership = _membership(config, db, test)
+    disks: Disks | None = None
     try:
         announce(out, "deploy")
         log(f"backend {backend.name}: setup")
         backend.setup(spec)
         try:
+            if disk_faults and isinstance(db, HasDataDir):
+                log("disks: mounting the fault filesystem under each node's data")
+                disks = Disks(backend, db, nodes, spec.run_id)
+                disks.mount_all()
             log("db: setup")
             db.setup(backend, nodes, config.node_config)
             if membership is not None and isinstance(db, CanChangeMembership):
@@ -183,14 +192,29 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                 membership["directory_ids"] = {**membership.get("directory_ids", {}),
                                                **db.directory_ids}
             _wait_for_leader(db, backend, nodes, config.recovery_time, log)
-            _run_workload(config, backend, target, db, workload, history, log, out, problems)
+            _run_workload(config, backend, target, db, workload, history, log, out, problems,
+                          disks)
             if membership is not None and isinstance(db, CanChangeMembership):
                 membership["final_quorum"] = _final_quorum(db, backend, nodes, log)
         finally:
             _teardown_db(db, backend, nodes, run_dir, log)
+            if disks is not None:
+                _unmount(disks, problems, log)
     finally:
         log(f"backend {backend.name}: teardown")
         backend.teardown()
+
+
+def _unmount(disks: Disks, problems: list[str], log: Callable[[str], None]) -> None:
+    """After the nodes' data was collected: a filesystem that died during the run fails it (its
+    verdict would judge the harness's disk, not the target); then nothing stays mounted."""
+    dead = disks.dead()
+    if dead:
+        problems.append(f"the fault filesystem under {', '.join(dead)} died during the run "
+                        "(see nodes/<node>/faultfs.log)")
+    for problem in disks.unmount_all():
+        log(problem)
+        problems.append(problem)
 
 
 def _membership(config: TestConfig, db: DB, test: dict[str, Any]) -> dict[str, Any] | None:
@@ -246,10 +270,10 @@ def _wait_for_leader(db: DB, backend: Backend, nodes: list[str], patience: float
 
 def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   workload: Workload, history: History, log: Callable[[str], None],
-                  out: TextIO, problems: list[str]) -> None:
+                  out: TextIO, problems: list[str], disks: Disks | None = None) -> None:
     seeds = config.seeds()
     nodes = config.all_nodes()
-    env = Env(backend, db, nodes)
+    env = Env(backend, db, nodes, disk=disks)
     schedule = Schedule(build(config.nemesis, env, config.partition_shapes,
                               config.lagging_duration, initial_voters=len(config.nodes)),
                         config.nemesis_interval, seeds["nemesis"], history, log)

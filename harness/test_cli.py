@@ -18,7 +18,7 @@ from types import FrameType
 from typing import NoReturn
 
 import workloads
-from harness import backends, targets
+from harness import backends, disk, targets
 from harness.config import (
     TestConfig,
     UsageError,
@@ -27,6 +27,7 @@ from harness.config import (
     parse_nodes,
 )
 from harness.store import valid_name
+from nemesis.disk import KINDS as DISK_KINDS
 from nemesis.lagging import DURATION as LAGGING_DURATION
 from nemesis.partition import SHAPES
 from nemesis.registry import DEFAULT_KINDS, KINDS, available
@@ -179,7 +180,10 @@ def main(argv: list[str]) -> int:
         if problem:
             raise UsageError(f"--node-config: {problem}")
         backend, note = backends.make(config.backend)
-        can = available(backend, target.db())
+        db = target.db()
+        disk_why = (disk.unusable(backend, db) if set(config.nemesis) & set(DISK_KINDS)
+                    else None)
+        can = available(backend, db, disk_why)
         refused = {k: why for k, why in can.items() if k in config.nemesis and why}
         if refused and args.nemesis is not None:
             raise UsageError("--nemesis: " + "; ".join(f"{k}: {w}" for k, w in refused.items()))

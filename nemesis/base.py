@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.backend import Backend
@@ -17,6 +17,10 @@ class Env:
     backend: Backend
     db: DB
     nodes: list[str]
+    # the disk levers (`nemesis.disk.CanFaultDisk`) when the fault filesystem is mounted
+    disk: object | None = None
+    # nodes that refused to start on a damaged disk: down for good, never restarted by a heal
+    broken: set[str] = field(default_factory=set)
 
     def leader(self) -> str | None:
         """The node most nodes name as leader, if the target can tell."""

@@ -85,6 +85,7 @@ class Kill(_NodeFault):
 
     def _start_all(self, nodes: list[str]) -> None:
         # together, as after a power cut: one slow start must not stagger the others
+        nodes = [n for n in nodes if n not in self.env.broken]
         if not nodes:
             return
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:

@@ -5,6 +5,18 @@ from __future__ import annotations
 from contracts.backend import Backend, CanPartition
 from contracts.target import DB, CanKill, CanPause, HasLeader
 from nemesis.base import Env, Fault
+from nemesis.disk import (
+    CORRUPT,
+    CORRUPT_TARGETS,
+    FSYNC_STALL,
+    POWER_LOSS,
+    POWER_TARGETS,
+    STALL_TARGETS,
+    Corrupt,
+    FsyncStall,
+    PowerLoss,
+)
+from nemesis.disk import KINDS as DISK_KINDS
 from nemesis.lagging import DURATION, LaggingFollower
 from nemesis.lagging import KIND as LAGGING
 from nemesis.links import Links
@@ -13,24 +25,32 @@ from nemesis.membership import CanChangeMembership, Membership
 from nemesis.partition import NEEDS_LEADER, SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause
 
-KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP)
+KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP, *DISK_KINDS)
 # what `kraft test` runs when no --nemesis is given: the lagging follower is asked for by name,
 # since it holds a node away for its whole duration, whatever the interval; membership too, since
-# it changes how the nodes are deployed (spares, voters in the log)
+# it changes how the nodes are deployed (spares, voters in the log); the disk faults too, since
+# they mount a filesystem under every node
 DEFAULT_KINDS = ("partition", "pause", "kill")
 
 
-def available(backend: Backend, db: DB) -> dict[str, str | None]:
-    """Each kind -> None if it can run here, else why not."""
+def available(backend: Backend, db: DB,
+              disk: str | None = "the disk faults' filesystem was not checked"
+              ) -> dict[str, str | None]:
+    """Each kind -> None if it can run here, else why not. `disk`: why the fault filesystem
+    cannot be mounted here (None: it can), as the runner found out."""
+    killable = None if isinstance(db, CanKill) else "the target cannot kill nodes"
     partition = (None if isinstance(backend, CanPartition)
                  else f"the {backend.name} backend cannot partition")
     return {
         "partition": partition,
         "pause": None if isinstance(db, CanPause) else "the target cannot pause nodes",
-        "kill": None if isinstance(db, CanKill) else "the target cannot kill nodes",
+        "kill": killable,
         LAGGING: partition,
         MEMBERSHIP: None if isinstance(db, CanChangeMembership)
         else "the target cannot change its voters",
+        FSYNC_STALL: disk,
+        POWER_LOSS: disk or killable,
+        CORRUPT: disk or killable,
     }
 
 
@@ -58,6 +78,12 @@ def build(kinds: list[str], env: Env, shapes: list[str],
             faults.append(LaggingFollower(env, lagging_duration, links))
         elif kind == MEMBERSHIP:
             faults.append(Membership(env, initial_voters))
+        elif kind == FSYNC_STALL:
+            faults.append(FsyncStall(env, usable(STALL_TARGETS)))
+        elif kind == POWER_LOSS:
+            faults.append(PowerLoss(env, list(POWER_TARGETS)))
+        elif kind == CORRUPT:
+            faults.append(Corrupt(env, list(CORRUPT_TARGETS)))
         else:
             raise ValueError(f"unknown nemesis {kind!r}")
     return faults

@@ -2,7 +2,7 @@
 # Installs everything the project needs on a fresh Debian machine, idempotently:
 # the Python package with its test and Spark extras, the Debian tools the docker backend uses, the
 # headless browser of the page tests (Debian's chromium and its driver; Selenium is in `dev`), and
-# kcat, the Kafka command-line client that the node's tests drive.
+# kcat, the Kafka command-line client that the node's tests drive, and fuse3 for the disk faults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,8 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# the disk nemeses' FUSE filesystem on the local backend (libfuse3 and fusermount3)
+command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== apt-get install ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -69,4 +69,10 @@ def sweep_all(everything: bool = False) -> list[str]:
         sweep = getattr(module, "sweep", None)
         if sweep is not None:
             removed.extend(sweep(everything))
+    if everything:
+        # the disk nemeses' filesystems anywhere on this host (a local run's are unmounted with
+        # its directory above, whose harness is gone)
+        from nemesis.faultfs import sweep as sweep_mounts
+
+        removed.extend(f"fault filesystem mounted at {m}" for m in sweep_mounts())
     return removed

@@ -176,9 +176,15 @@ class DockerBackend(Backend):
     def _start_container(self, node: str, image: str, network: str, labels: dict[str, str],
                          public_key: str) -> None:
         assert self._spec is not None
+        # the disk nemeses' FUSE filesystem runs inside the container: only then does it get
+        # the host's /dev/fuse and the capability to mount (never `privileged`)
+        fuse = self._spec.options.get("fuse") == "1"
         container = self._client.containers.run(
             image, detach=True, name=f"{network}-{node}", hostname=node, init=True,
-            cap_add=["NET_ADMIN"], labels={**labels, NODE_LABEL: node}, network=network,
+            cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if fuse else [])],
+            devices=["/dev/fuse:/dev/fuse:rwm"] if fuse else None,
+            security_opt=["apparmor:unconfined"] if fuse else None,
+            labels={**labels, NODE_LABEL: node}, network=network,
             networking_config={network: self._client.api.create_endpoint_config(
                 aliases=[node])},
             environment={"KRAFT_AUTHORIZED_KEY": public_key})

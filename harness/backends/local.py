@@ -106,6 +106,8 @@ class LocalBackend(Backend):
             self._spawner.shutdown(wait=True)
             self._spawner = None
         if self._run_root is not None:
+            for line in pids.unmount_under(self._run_root):  # what the runner left mounted
+                self._log(f"teardown: {line}")
             shutil.rmtree(self._run_root, ignore_errors=True)
             self._run_root = None
         self._procs.clear()

@@ -109,6 +109,24 @@ def sweep(everything: bool = False) -> list[str]:
             record = read_json(pid_file)
             if record is not None and kill_group(record):
                 removed.append(f"local process {record['pid']} ({run.name}/{pid_file.stem})")
+        removed += unmount_under(run)
         shutil.rmtree(run, ignore_errors=True)
         removed.append(f"local run directory {run}")
+    return removed
+
+
+def unmount_under(run: Path) -> list[str]:
+    """Unmount the disk nemeses' filesystems (`kraft faultfs`) mounted under a run's directory,
+    before it is removed: their processes outlive a harness killed by SIGKILL."""
+    from nemesis.faultfs import mounts, unmount
+
+    removed = []
+    root = str(run.resolve())
+    for _fsname, mountpoint in mounts():
+        if mountpoint == root or mountpoint.startswith(root + "/"):
+            try:
+                unmount(mountpoint)
+                removed.append(f"fault filesystem mounted at {mountpoint}")
+            except Exception as exc:
+                removed.append(f"fault filesystem at {mountpoint} NOT unmounted: {exc}")
     return removed

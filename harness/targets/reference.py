@@ -205,6 +205,17 @@ class ReferenceDB(DB):
     def _path(self, backend: Backend, node: str, name: str) -> str:
         return f"{backend.node_dir(node)}/{name}"
 
+    # -- contracts.target.HasDataDir: where the disk nemeses mount their filesystem ------------
+
+    def data_dir(self, backend: Backend, node: str) -> str:
+        return self._path(backend, node, DATA)
+
+    def data_files(self) -> dict[str, list[str]]:
+        # Kafka's layout: `__cluster_metadata-0/<offset>.log` segments, `<offset>-<epoch>
+        # .checkpoint` snapshots and `quorum-state` in the partition directory
+        return {"segment": ["**/*.log"], "snapshot": ["**/*.checkpoint"],
+                "quorum-state": ["**/quorum-state"]}
+
     def setup(self, backend: Backend, nodes: list[str], node_config: dict[str, str]) -> None:
         self.nodes = list(nodes)
         secure, node_config = split_security(node_config)

@@ -20,6 +20,9 @@ class EventsWriter:
         self.path = Path(directory) / EVENTS_FILE
         self.node_id = node_id
         self._file: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        if not _ends_a_line(self.path):
+            # a power cut tore the last line: end it, so that ours start whole
+            self._file.write("\n")
         self._last_state: tuple[Any, ...] | None = None
         self._last_hw: int | None = None
 
@@ -57,3 +60,13 @@ class EventsWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file is empty or ends with a newline."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"

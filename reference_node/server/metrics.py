@@ -50,6 +50,11 @@ class Window:
         self._trim()
         return sum(v for _, v in self._samples) / WINDOW_S
 
+    def events_rate(self) -> float:
+        """Samples per second, whatever their values."""
+        self._trim()
+        return len(self._samples) / WINDOW_S
+
 
 class Metrics:
     def __init__(self, node_id: int, gauges: Callable[[], dict[str, float | str]]) -> None:
@@ -59,6 +64,7 @@ class Metrics:
         self.election_latency_ms = Window()
         self.append_records = Window()
         self.fetch_records = Window()
+        self.log_flush_time_ms = Window()
 
     def render(self) -> str:
         """Prometheus text exposition format 0.0.4."""
@@ -84,6 +90,10 @@ class Metrics:
         gauge("election-latency-max", self.election_latency_ms.max())
         gauge("append-records-rate", self.append_records.rate())
         gauge("fetch-records-rate", self.fetch_records.rate())
+        # Kafka's kafka.log:LogFlushStats LogFlushRateAndTimeMs, in this exporter's form
+        gauge("log-flush-time-ms-avg", self.log_flush_time_ms.avg())
+        gauge("log-flush-time-ms-max", self.log_flush_time_ms.max())
+        gauge("log-flush-rate", self.log_flush_time_ms.events_rate())
         return "\n".join(lines) + "\n"
 
 

@@ -104,6 +104,8 @@ from reference_node.wire.errors import ProtocolError, WireError
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
+# a log flush slower than this is logged: a stalled or failing disk (Kafka's LogFlushStats)
+SLOW_FLUSH_S = 1.0
 _DRAIN_S = 1.0
 """At most this long past the shutdown timeout for the last Readies to be carried out."""
 DELETE_BEFORE_SNAPSHOT_DELAY_S = 2.0
@@ -193,6 +195,7 @@ class NodeHost:
         the request each response answers (`Send.in_reply_to`), in whatever order it answers."""
         self._hw_waiters: asyncio.Future[None] | None = None
         self._flush_running = False
+        self._flush_started = 0.0
         self._flush_wanted = False
         self._election_started: float | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -402,10 +405,16 @@ class NodeHost:
             self._flush_wanted = True
             return
         self._flush_running = True
+        self._flush_started = time.monotonic()
         self.disk.flush().add_done_callback(self._flushed)
 
     def _flushed(self, fut: asyncio.Future[int]) -> None:
         self._flush_running = False
+        took = time.monotonic() - self._flush_started
+        self.metrics.log_flush_time_ms.record(took * 1000.0)
+        if took > SLOW_FLUSH_S:
+            # what an operator sees of a stalled disk: nothing is acknowledged meanwhile
+            log.warning("slow disk: a log flush took %.1f s", took)
         if fut.cancelled():
             return
         exc = fut.exception()
@@ -699,6 +708,10 @@ class NodeHost:
             "latest-snapshot-end-offset": snapshots[-1].end_offset if snapshots else -1,
             "latest-snapshot-epoch": snapshots[-1].epoch if snapshots else -1,
             "snapshot-count": len(snapshots),
+            # how long the flush in flight has been waiting for the disk (0: none): a stalled
+            # fsync shows here while it lasts, before it shows in log-flush-time-ms-max
+            "log-flush-in-flight-ms": (time.monotonic() - self._flush_started) * 1000.0
+            if self._flush_running else 0.0,
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from chk_histories import Builder
 from chk_runs import node_files, write_run
 
@@ -110,6 +111,22 @@ def test_torn_last_event_line_is_tolerated(tmp_path: Path) -> None:
     events.write_text(events.read_text() + '{"ts": 9.0, "node": 1, "ty')
     [data] = node_data.read({"n1": run / "nodes" / "n1"})
     assert data.torn_lines == 1 and len(data.events) == 3
+
+
+def test_a_line_torn_by_a_power_cut_before_the_restart_is_tolerated_elsewhere_not(
+        tmp_path: Path) -> None:
+    run = write_run(tmp_path, [], nodes={"n1": node_files([10], 1)})
+    events = run / "nodes" / "n1" / "events.jsonl"
+    whole = events.read_text()
+    restart = '{"type": "start", "ts": 20.0, "node": 1, "pid": 7}\n'
+    events.write_text(whole + '{"type": "high-wat\n' + restart)
+    [data] = node_data.read({"n1": run / "nodes" / "n1"})
+    assert data.torn_lines == 1 and data.events[-1]["type"] == "start"
+    # a bad line that no restart follows is damage, not a crash: named, not skipped
+    later = '{"type": "high-watermark", "ts": 21.0, "node": 1, "epoch": 1, "hw": 1}\n'
+    events.write_text(whole + '{"type": "high-wat\n' + later)
+    with pytest.raises(node_data.NodeDataError, match=r"events\.jsonl:\d+: bad JSON"):
+        node_data.read({"n1": run / "nodes" / "n1"})
 
 
 def test_check_uses_node_data_and_history_together(tmp_path: Path) -> None:

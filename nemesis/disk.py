@@ -1,0 +1,225 @@
+"""Disk faults: fsync stalls, power loss that drops unsynced writes, and corrupted files.
+
+They work on any target that says where its data lives (`contracts.target.HasDataDir`): the
+runner mounts the fault-injecting filesystem (`nemesis.faultfs`) over each node's data directory
+before the node first starts, and hands the faults its levers (`CanFaultDisk`, the runner's
+`harness.disk.Disks`). Everything each start does is in its completion in the history, the seeds
+of its random parts included, so a run can be replayed from it.
+
+- `fsync-stall`: fsync calls on the chosen disks block until the stop (reads go on; a write to a
+  file whose fsync is blocked waits with it, as FUSE holds the file's inode lock meanwhile);
+  targets `one`, `leader`, `minority`, `all`. The stop records how many fsyncs waited. A safety
+  cap (`harness.disk.STALL_CAP`) ends a stall the harness never healed.
+- `power-loss`: SIGKILL of the chosen nodes, then everything their disks had not fsynced is lost,
+  sometimes with a torn prefix of it kept (what a power cut leaves); restart at the stop. Targets
+  `one`, `minority`, `majority`, `all` (a coordinated power failure of the whole cluster). A node
+  fsyncs milliseconds after it writes, so a cut at a random instant rarely finds anything
+  unsynced that mattered; two cuts in three therefore come after a brownout (`brownout`
+  seconds, 0.5-2): the disks of the chosen nodes stop completing fsyncs while the nodes run on,
+  as a failing supply or controller does before the machine dies. A node that acknowledges only
+  what it fsynced loses nothing it acknowledged in a brownout; one that acknowledges first
+  (`unsafe=skip-flush`) does, once a majority's power goes.
+- `corrupt`: the chosen nodes (`one`, `minority`: never a majority, whose loss Raft does not
+  survive) are killed, and on each a file of a kind the target names (the newest log segment, a
+  snapshot, the quorum-state file) has bits flipped or its end cut off; restart at the stop. A
+  target may refuse to start on a damaged file: that is recorded (`refused`, with the node's
+  words), and the node stays down for the rest of the run (`Env.broken`), as it would until an
+  operator repaired it; it must not serve wrong data, and no acknowledged write may be lost.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, runtime_checkable
+
+from contracts.backend import BackendError
+from contracts.target import CanKill
+from nemesis.base import Env, Fault, pick_nodes
+
+FSYNC_STALL = "fsync-stall"
+POWER_LOSS = "power-loss"
+CORRUPT = "corrupt"
+KINDS = (FSYNC_STALL, POWER_LOSS, CORRUPT)
+STALL_TARGETS = ("one", "leader", "minority", "all")
+POWER_TARGETS = ("one", "minority", "majority", "all")
+CORRUPT_TARGETS = ("one", "minority")
+CORRUPT_MODES = ("bitflip", "truncate")
+# seconds a brownout (fsync stalled, the node still running) lasts before the power goes
+BROWNOUT = (0.5, 2.0)
+
+
+@runtime_checkable
+class CanFaultDisk(Protocol):
+    """The disk levers (implemented by the runner over `kraft faultfs` on each node's host)."""
+
+    def stall(self, node: str) -> dict[str, Any]:
+        """Block fsync on `node`'s disk until `heal`."""
+
+    def heal(self, node: str) -> dict[str, Any]:
+        """End a stall: blocked fsyncs go on. Idempotent."""
+
+    def status(self, node: str) -> dict[str, Any]: ...
+
+    def lose_unsynced(self, node: str, torn: bool, seed: int) -> dict[str, Any]:
+        """Drop what `node`'s disk holds unsynced (a torn prefix of it kept when `torn`)."""
+
+    def corrupt(self, node: str, kind: str, mode: str, seed: int) -> dict[str, Any]:
+        """Damage the newest file of `kind` on `node`'s disk (`mode`: bitflip or truncate)."""
+
+    def file_kinds(self) -> list[str]:
+        """The kinds of file the target names for `corrupt`."""
+
+
+def _disk(env: Env) -> CanFaultDisk:
+    if not isinstance(env.disk, CanFaultDisk):
+        raise TypeError("disk faults need the fault filesystem mounted (Env.disk)")
+    return env.disk
+
+
+def _each(nodes: list[str], action: Any) -> dict[str, Any]:
+    """`action(node)` on every node at once (a power cut hits them together); node -> result."""
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = {node: pool.submit(action, node) for node in nodes}
+        return {node: future.result() for node, future in futures.items()}
+
+
+class FsyncStall(Fault):
+    kind = FSYNC_STALL
+
+    def __init__(self, env: Env, targets: list[str]) -> None:
+        self.env = env
+        self.disk = _disk(env)
+        self.targets = targets
+        self.affected: list[str] = []
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        target = rng.choice(self.targets)
+        leader = self.env.leader() if target == "leader" else None
+        return {"target": target, "nodes": pick_nodes(target, self.env.nodes, rng, leader),
+                **({"leader": leader} if target == "leader" else {})}
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        self.affected = list(choice["nodes"])
+        _each(self.affected, self.disk.stall)
+        return choice
+
+    def stop(self) -> dict[str, Any]:
+        healed, self.affected = self.affected, []
+        statuses = _each(healed, self._heal)
+        return {"nodes": healed,
+                "fsyncs_stalled": {n: s.get("fsyncs_stalled") for n, s in statuses.items()}}
+
+    def _heal(self, node: str) -> dict[str, Any]:
+        self.disk.heal(node)
+        return self.disk.status(node)
+
+    def heal(self) -> None:
+        self.affected = []
+        _each(list(self.env.nodes), self.disk.heal)
+
+
+class _DownAndBack(Fault):
+    """A disk fault done while its nodes are down (killed first), undone by restarting them."""
+
+    def __init__(self, env: Env, targets: list[str]) -> None:
+        if not isinstance(env.db, CanKill):
+            raise TypeError("target cannot kill nodes")
+        self.env = env
+        self.disk = _disk(env)
+        self.killer: CanKill = env.db
+        self.targets = targets
+        self.affected: list[str] = []
+
+    def _kill(self, node: str) -> None:
+        self.killer.kill(self.env.backend, node)
+
+    def stop(self) -> dict[str, Any]:
+        restarted, self.affected = self.affected, []
+        refused = self._restart(restarted)
+        return {"nodes": restarted, **({"refused": refused} if refused else {})}
+
+    def heal(self) -> None:
+        self.affected = []
+        self._restart([n for n in self.env.nodes
+                       if n not in self.env.broken and not self.env.backend.is_running(n)])
+
+    def _restart(self, nodes: list[str]) -> dict[str, str]:
+        """Start `nodes` together; those that refuse (a target that will not start on a damaged
+        disk) stay down and are returned with the reason. Any other failure raises."""
+        refused: dict[str, str] = {}
+
+        def start(node: str) -> None:
+            if node in self.env.broken:
+                return
+            try:
+                self.env.db.start(self.env.backend, node)
+            except BackendError as exc:
+                if self.kind != CORRUPT:
+                    raise
+                refused[node] = str(exc)
+                self.env.broken.add(node)
+
+        _each(nodes, start)
+        return refused
+
+
+class PowerLoss(_DownAndBack):
+    kind = POWER_LOSS
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        target = rng.choice(self.targets)
+        nodes = [n for n in pick_nodes(target, self.env.nodes, rng, None)
+                 if n not in self.env.broken]
+        # a torn prefix of the unsynced writes survives in half the cuts; two in three cuts
+        # come after a brownout
+        brownout = 0.0 if rng.random() < 1 / 3 else round(rng.uniform(*BROWNOUT), 2)
+        return {"target": target, "nodes": nodes, "brownout": brownout,
+                "torn": {n: rng.random() < 0.5 for n in nodes},
+                "seeds": {n: rng.getrandbits(31) for n in nodes}}
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        self.affected = list(choice["nodes"])
+        if choice.get("brownout"):
+            _each(self.affected, self.disk.stall)
+            time.sleep(choice["brownout"])
+
+        def cut(node: str) -> dict[str, Any]:
+            self._kill(node)
+            lost = self.disk.lose_unsynced(node, choice["torn"][node], choice["seeds"][node])
+            if choice.get("brownout"):
+                self.disk.heal(node)  # the power comes back with a working disk
+            return {"dropped_bytes": lost.get("dropped_bytes"),
+                    "kept_bytes": lost.get("kept_bytes"),
+                    "files": len(lost.get("files") or {})}
+
+        return {**choice, "lost": _each(self.affected, cut)}
+
+
+class Corrupt(_DownAndBack):
+    kind = CORRUPT
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        target = rng.choice(self.targets)
+        nodes = [n for n in pick_nodes(target, self.env.nodes, rng, None)
+                 if n not in self.env.broken]
+        kinds = self.disk.file_kinds()
+        return {"target": target, "nodes": nodes,
+                "file": {n: rng.choice(kinds) for n in nodes},
+                "mode": {n: rng.choice(CORRUPT_MODES) for n in nodes},
+                "seeds": {n: rng.getrandbits(31) for n in nodes}}
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        self.affected = list(choice["nodes"])
+
+        def damage(node: str) -> dict[str, Any]:
+            self._kill(node)
+            done = self.disk.corrupt(node, choice["file"][node], choice["mode"][node],
+                                     choice["seeds"][node])
+            return {k: done.get(k) for k in ("file", "mode", "size_before", "size_after",
+                                             "flipped")}
+
+        return {**choice, "damage": _each(self.affected, damage)}

@@ -1,0 +1,258 @@
+"""The disk nemeses (nemesis/disk.py) drive their levers in the right order, record what they did,
+and leave a node that refuses a damaged disk down; the runner's levers (harness/disk.py) speak
+`kraft faultfs ctl` through the backend. The filesystem itself is tested in test_faultfs*.py."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from contracts.backend import BackendError, CommandResult
+from harness.disk import Disks
+from nemesis.base import Env
+from nemesis.disk import CORRUPT_TARGETS, POWER_TARGETS, Corrupt, FsyncStall, PowerLoss
+from nemesis.process import Kill
+from nemesis.registry import available, build
+
+NODES = ["n1", "n2", "n3"]
+
+
+class Log:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+
+class FakeDisk:
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def stall(self, node: str) -> dict[str, Any]:
+        self.log.calls.append(("stall", node))
+        return {}
+
+    def heal(self, node: str) -> dict[str, Any]:
+        self.log.calls.append(("heal", node))
+        return {}
+
+    def status(self, node: str) -> dict[str, Any]:
+        return {"fsyncs_stalled": 7}
+
+    def lose_unsynced(self, node: str, torn: bool, seed: int) -> dict[str, Any]:
+        self.log.calls.append(("lose", node, str(torn), str(seed)))
+        return {"dropped_bytes": 100, "kept_bytes": 10 if torn else 0, "files": {"a": {}}}
+
+    def corrupt(self, node: str, kind: str, mode: str, seed: int) -> dict[str, Any]:
+        self.log.calls.append(("corrupt", node, kind, mode))
+        return {"file": f"{kind}.file", "mode": mode, "size_before": 10, "size_after": 9,
+                "flipped": []}
+
+    def file_kinds(self) -> list[str]:
+        return ["segment", "quorum-state"]
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.running = set(NODES)
+
+    def is_running(self, node: str) -> bool:
+        return node in self.running
+
+
+class FakeDB:
+    """Kills and starts; refuses to start the nodes of `refuses` (a damaged disk)."""
+
+    def __init__(self, log: Log, backend: FakeBackend, refuses: Sequence[str] = ()) -> None:
+        self.log = log
+        self.backend = backend
+        self.refuses = set(refuses)
+
+    def kill(self, backend: object, node: str) -> None:
+        self.log.calls.append(("kill", node))
+        self.backend.running.discard(node)
+
+    def start(self, backend: object, node: str) -> None:
+        self.log.calls.append(("start", node))
+        if node in self.refuses:
+            raise BackendError(f"{node}: kraft node exited at start (see nodes/{node}/node.log)")
+        self.backend.running.add(node)
+
+
+def make_env(refuses: Sequence[str] = ()) -> tuple[Env, Log, FakeBackend]:
+    log = Log()
+    backend = FakeBackend()
+    env = Env(backend, FakeDB(log, backend, refuses), list(NODES),  # type: ignore[arg-type]
+              disk=FakeDisk(log))
+    return env, log, backend
+
+
+def test_fsync_stall_stalls_the_chosen_disks_and_the_stop_heals_them() -> None:
+    env, log, _ = make_env()
+    fault = FsyncStall(env, ["minority"])
+    choice = fault.choose(random.Random(3))
+    assert choice["target"] == "minority" and len(choice["nodes"]) == 1
+    fault.start(choice)
+    assert log.calls == [("stall", choice["nodes"][0])]
+    stopped = fault.stop()
+    assert stopped["nodes"] == choice["nodes"]
+    assert stopped["fsyncs_stalled"] == {choice["nodes"][0]: 7}
+    assert log.calls[-1] == ("heal", choice["nodes"][0])
+    log.calls.clear()
+    fault.heal()
+    assert sorted(c[1] for c in log.calls) == NODES  # a heal heals every disk
+
+
+def test_power_loss_kills_before_it_drops_and_restarts_at_the_stop() -> None:
+    env, log, backend = make_env()
+    fault = PowerLoss(env, ["all"])
+    choice = fault.choose(random.Random(5))
+    assert choice["nodes"] == NODES
+    # everything random about it is in the choice, so the history can replay it
+    assert set(choice["torn"]) == set(choice["seeds"]) == set(NODES)
+    done = fault.start({**choice, "brownout": 0.0})
+    for node in NODES:
+        node_calls = [c for c in log.calls if c[1] == node]
+        assert node_calls[0] == ("kill", node)  # the process dies first, then its page cache
+        assert node_calls[1][0] == "lose" and node_calls[1][3] == str(choice["seeds"][node])
+        assert len(node_calls) == 2
+        assert done["lost"][node]["dropped_bytes"] == 100
+    assert not backend.running
+    stopped = fault.stop()
+    assert stopped == {"nodes": NODES}
+    assert backend.running == set(NODES)
+
+
+def test_a_brownout_stalls_fsync_on_the_running_nodes_before_the_power_goes() -> None:
+    env, log, _ = make_env()
+    fault = PowerLoss(env, ["majority"])
+    brownouts = [fault.choose(random.Random(s))["brownout"] for s in range(60)]
+    assert 0.0 in brownouts and all(b == 0.0 or 0.5 <= b <= 2.0 for b in brownouts)
+    fault.start({"target": "majority", "nodes": ["n1", "n2"], "brownout": 0.05,
+                 "torn": {"n1": False, "n2": True}, "seeds": {"n1": 1, "n2": 2}})
+    for node in ("n1", "n2"):
+        kinds = [c[0] for c in log.calls if c[1] == node]
+        # stalled while running, then killed, then the unsynced lost, and the disk back
+        assert kinds == ["stall", "kill", "lose", "heal"]
+
+
+def test_power_loss_choices_are_reproducible_from_the_seed() -> None:
+    env, _, _ = make_env()
+    fault = PowerLoss(env, list(POWER_TARGETS))
+    first = [fault.choose(random.Random(9)) for _ in range(3)]
+    again = [fault.choose(random.Random(9)) for _ in range(3)]
+    assert first == again
+
+
+def test_a_node_refusing_its_damaged_disk_stays_down_and_no_heal_restarts_it() -> None:
+    env, log, backend = make_env(refuses=["n2"])
+    corrupt = Corrupt(env, ["one"])
+    choice = {"target": "one", "nodes": ["n2"], "file": {"n2": "segment"},
+              "mode": {"n2": "bitflip"}, "seeds": {"n2": 1}}
+    done = corrupt.start(choice)
+    assert log.calls[:2] == [("kill", "n2"), ("corrupt", "n2", "segment", "bitflip")]
+    assert done["damage"]["n2"]["file"] == "segment.file"
+    stopped = corrupt.stop()
+    assert "exited at start" in stopped["refused"]["n2"]
+    assert env.broken == {"n2"}
+    log.calls.clear()
+    corrupt.heal()
+    kill = Kill(env, ["one"])
+    kill.heal()  # another fault's heal leaves it down too
+    assert ("start", "n2") not in log.calls
+    assert "n2" not in backend.running
+    # and later faults do not pick it
+    assert all("n2" not in corrupt.choose(random.Random(s))["nodes"] for s in range(20))
+
+
+def test_a_power_loss_restart_that_fails_is_a_failed_step_not_a_refusal() -> None:
+    env, _, _ = make_env(refuses=["n1"])
+    fault = PowerLoss(env, ["one"])
+    fault.start({"target": "one", "nodes": ["n1"], "torn": {"n1": False}, "seeds": {"n1": 1}})
+    with pytest.raises(BackendError):
+        fault.stop()
+    assert not env.broken
+
+
+def test_corrupt_never_targets_a_majority() -> None:
+    env, _, _ = make_env()
+    fault = Corrupt(env, list(CORRUPT_TARGETS))
+    for seed in range(50):
+        assert len(fault.choose(random.Random(seed))["nodes"]) <= 1  # of three nodes
+
+
+def test_disk_kinds_are_refused_with_the_reason_and_built_when_usable() -> None:
+    env, _, _ = make_env()
+    refused = available(env.backend, env.db, "no /dev/fuse (apt-get install fuse3)")  # type: ignore[arg-type]
+    assert refused["fsync-stall"] == refused["power-loss"] == refused["corrupt"] == \
+        "no /dev/fuse (apt-get install fuse3)"
+    usable = available(env.backend, env.db, None)  # type: ignore[arg-type]
+    assert usable["power-loss"] is None
+    faults = build(["fsync-stall", "power-loss", "corrupt"], env, [])
+    assert [f.kind for f in faults] == ["fsync-stall", "power-loss", "corrupt"]
+    with pytest.raises(TypeError, match="fault filesystem"):
+        build(["power-loss"], Env(env.backend, env.db, NODES), [])
+
+
+# -- the runner's levers: `kraft faultfs` through the backend ----------------------------------
+
+
+class ExecBackend:
+    """Answers `kraft faultfs ...` commands as a node host would."""
+
+    name = "local"
+
+    def __init__(self, answers: dict[str, CommandResult]) -> None:
+        self.answers = answers
+        self.argvs: list[list[str]] = []
+
+    def node_dir(self, node: str) -> str:
+        return f"/runs/x/{node}"
+
+    def exec(self, node: str, argv: Sequence[str], check: bool = True,
+             timeout: float = 60.0) -> CommandResult:
+        self.argvs.append(list(argv))
+        return self.answers.get(argv[2], CommandResult(tuple(argv), 0, "{}\n", ""))
+
+
+class DataDirDB:
+    def data_dir(self, backend: object, node: str) -> str:
+        return f"/runs/x/{node}/data"
+
+    def data_files(self) -> dict[str, list[str]]:
+        return {"segment": ["**/*.log"], "quorum-state": ["**/quorum-state"]}
+
+
+def test_disks_mount_over_the_data_directory_and_speak_json() -> None:
+    lost = {"dropped_bytes": 5, "kept_bytes": 0, "files": {}}
+    backend = ExecBackend({"ctl": CommandResult((), 0, json.dumps(lost) + "\n", "")})
+    disks = Disks(backend, DataDirDB(), NODES, "run-1")  # type: ignore[arg-type]
+    disks.mount_all()
+    mount = next(a for a in backend.argvs if a[2] == "mount" and a[4] == "/runs/x/n2/data")
+    assert mount[:4] == ["kraft", "faultfs", "mount", "/runs/x/n2/data.backing"]
+    assert "--daemon" in mount and mount[mount.index("--fsname") + 1] == "kraft-faultfs:run-1"
+    # unix socket paths are short whatever the run's name
+    assert all(len(disks.socket(n)) < 60 for n in NODES)
+    assert disks.lose_unsynced("n1", True, 42) == lost
+    assert backend.argvs[-1][4:] == ["lose-unsynced", "--torn", "--seed", "42"]
+    disks.corrupt("n1", "segment", "truncate", 3)
+    assert backend.argvs[-1][4:] == ["corrupt", "--glob", "**/*.log", "--mode", "truncate",
+                                     "--seed", "3"]
+
+
+def test_disks_report_a_filesystem_that_fails_or_refuses() -> None:
+    backend = ExecBackend({
+        "mount": CommandResult((), 69, "", "kraft faultfs: no /dev/fuse: apt-get install fuse3\n"),
+        "ctl": CommandResult((), 0, '{"error": "unknown op"}\n', "")})
+    disks = Disks(backend, DataDirDB(), NODES, "run-2")  # type: ignore[arg-type]
+    with pytest.raises(BackendError, match="no /dev/fuse"):
+        disks.mount_all()
+    with pytest.raises(BackendError, match="refused"):
+        disks.heal("n1")
+    backend.answers["ctl"] = CommandResult((), 3, "", "nothing answers on /tmp/x.sock")
+    disks.mounted = ["n1"]
+    assert disks.dead() == ["n1"]
