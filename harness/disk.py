@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from contracts.backend import Backend, BackendError
@@ -66,7 +67,7 @@ class Disks:
                 future.result()
 
     def _mount(self, node: str) -> None:
-        log = f"{self.backend.node_dir(node)}/faultfs.log"
+        log = self.log_path(node)
         result = self.backend.exec(
             node, ["kraft", "faultfs", "mount", self.backing_dir(node), self.data_dir(node),
                    "--control", self.socket(node), "--fsname", f"{FSNAME_PREFIX}:{self.run_id}",
@@ -91,6 +92,14 @@ class Disks:
             except Exception as exc:
                 problems.append(f"{node}: unmount of {self.data_dir(node)} failed: {exc}")
         return problems
+
+    def collect(self, node: str, into: Path) -> None:
+        """Copy the filesystem's log (`faultfs.log`: every control command and its answer) into
+        the node's results directory."""
+        self.backend.fetch(node, self.log_path(node), into)
+
+    def log_path(self, node: str) -> str:
+        return f"{self.backend.node_dir(node)}/faultfs.log"
 
     def dead(self) -> list[str]:
         """The nodes whose filesystem no longer answers (crashed or unmounted underneath)."""

@@ -199,15 +199,17 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
         finally:
             _teardown_db(db, backend, nodes, run_dir, log)
             if disks is not None:
-                _unmount(disks, problems, log)
+                _unmount(disks, problems, log, run_dir)
     finally:
         log(f"backend {backend.name}: teardown")
         backend.teardown()
 
 
-def _unmount(disks: Disks, problems: list[str], log: Callable[[str], None]) -> None:
+def _unmount(disks: Disks, problems: list[str], log: Callable[[str], None],
+             run_dir: Path) -> None:
     """After the nodes' data was collected: a filesystem that died during the run fails it (its
-    verdict would judge the harness's disk, not the target); then nothing stays mounted."""
+    verdict would judge the harness's disk, not the target); then nothing stays mounted, and
+    each filesystem's log joins its node's results."""
     dead = disks.dead()
     if dead:
         problems.append(f"the fault filesystem under {', '.join(dead)} died during the run "
@@ -215,6 +217,11 @@ def _unmount(disks: Disks, problems: list[str], log: Callable[[str], None]) -> N
     for problem in disks.unmount_all():
         log(problem)
         problems.append(problem)
+    for node in disks.nodes:
+        try:
+            disks.collect(node, run_dir / NODES / node)
+        except Exception as exc:
+            log(f"collect {node}'s faultfs.log failed: {exc!r}")
 
 
 def _membership(config: TestConfig, db: DB, test: dict[str, Any]) -> dict[str, Any] | None:

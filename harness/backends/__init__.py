@@ -69,10 +69,7 @@ def sweep_all(everything: bool = False) -> list[str]:
         sweep = getattr(module, "sweep", None)
         if sweep is not None:
             removed.extend(sweep(everything))
-    if everything:
-        # the disk nemeses' filesystems anywhere on this host (a local run's are unmounted with
-        # its directory above, whose harness is gone)
-        from nemesis.faultfs import sweep as sweep_mounts
-
-        removed.extend(f"fault filesystem mounted at {m}" for m in sweep_mounts())
+    # The disk nemeses' filesystems: a local run's are unmounted with its directory (pids.py),
+    # a docker run's go with its containers. Never every kraft-faultfs mount of the host: a
+    # test's, or a run under another KRAFT_LOCAL_DIR, is not ours (`kraft faultfs sweep` is).
     return removed
