@@ -1,7 +1,9 @@
 """A toy log server for harness tests: line-delimited JSON over TCP, one log per process.
 
 `--lossy` keeps the log in memory only, so that a kill loses acknowledged appends: a system the
-harness must find invalid.
+harness must find invalid. `--no-fsync` writes the log but never fsyncs it, so that only a power
+cut (the disk nemeses) loses acknowledged appends. A line torn by a power cut (no newline at the
+end) is cut off at start, as a checksummed log would drop it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--lossy", action="store_true")
+    parser.add_argument("--no-fsync", action="store_true")
     args = parser.parse_args()
+    Path(args.data).mkdir(parents=True, exist_ok=True)
     path = Path(args.data) / "log.txt"
     if path.exists() and not args.lossy:
-        LOG.extend(int(line) for line in path.read_text().split())
+        text = path.read_text()
+        whole = text[: text.rfind("\n") + 1]
+        if whole != text:
+            with open(path, "r+") as torn:
+                torn.truncate(len(whole.encode()))
+        LOG.extend(int(line) for line in whole.split())
     out = open(path, "a")  # noqa: SIM115
 
     class Handler(socketserver.StreamRequestHandler):
@@ -38,7 +47,8 @@ def main() -> None:
                         if not args.lossy:
                             out.write(f"{request['value']}\n")
                             out.flush()
-                            os.fsync(out.fileno())
+                            if not args.no_fsync:
+                                os.fsync(out.fileno())
                         reply: dict[str, object] = {"offset": len(LOG) - 1}
                     else:
                         start = request["from"]

@@ -2,7 +2,9 @@
 
 Loadable from the command line as `--target toy_target:ToyTarget` with tests/harness on
 PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed; `down=true` starts
-no server at all, so that every operation fails.
+no server at all, so that every operation fails; `fsync=false` acknowledges appends it never
+fsyncs (lost only in a power cut). Its log is `<node dir>/data/log.txt`, the data directory the
+disk nemeses mount their filesystem over.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ class ToyDB(DB):
         if self.config.get("down") == "true":
             return  # a cluster that never comes up: every operation fails
         port = backend.bind_address(node, "toy")[1]
-        argv = [sys.executable, SERVER, "--port", str(port), "--data", backend.node_dir(node)]
+        argv = [sys.executable, SERVER, "--port", str(port), "--data",
+                self.data_dir(backend, node)]
         if self.config.get("lossy") == "true":
             argv.append("--lossy")
+        if self.config.get("fsync") == "false":
+            argv.append("--no-fsync")
         backend.spawn(node, argv, f"{backend.node_dir(node)}/server.log")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -58,7 +63,13 @@ class ToyDB(DB):
 
     def collect(self, backend: Backend, node: str, into: Path) -> None:
         backend.fetch(node, f"{backend.node_dir(node)}/server.log", into)
-        backend.fetch(node, f"{backend.node_dir(node)}/log.txt", into)
+        backend.fetch(node, f"{self.data_dir(backend, node)}/log.txt", into)
+
+    def data_dir(self, backend: Backend, node: str) -> str:
+        return f"{backend.node_dir(node)}/data"
+
+    def data_files(self) -> dict[str, list[str]]:
+        return {"log": ["log.txt"]}
 
     def kill(self, backend: Backend, node: str) -> None:
         backend.signal(node, signal.SIGKILL)
