@@ -975,8 +975,13 @@ _INPUTS: dict[type, Callable[[RaftCore, Any], None]] = {
 def _voter_key_error(
     core: RaftCore, req: VoteRequest | BeginQuorumEpochRequest
 ) -> ErrorCode | None:
-    """KIP-853: a request meant for another voter (VoterId -1: meant for whoever receives it)."""
+    """KIP-853: a request meant for another voter (VoterId -1: meant for whoever receives it), or
+    for another replica of this id (Kafka's isValidVoterKey: a directory id, when both sides know
+    one, must be this one's; a wiped disk must not vote or endorse as the voter it replaced)."""
     if req.voter_id >= 0 and req.voter_id != core.node_id:
+        return ErrorCode.invalid_voter_key
+    wanted = req.voter_directory_id
+    if wanted is not None and core.directory_id is not None and wanted != core.directory_id:
         return ErrorCode.invalid_voter_key
     return None
 

@@ -8,6 +8,8 @@ leader it names. What is left here is each request's own step of the KIP.
 
 from __future__ import annotations
 
+import uuid
+
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import (
     BeginQuorumEpochRequest,
@@ -84,10 +86,16 @@ def _send_vote(core: CoreOps, dst: int, pre_vote: bool) -> None:
         dst,
         VoteRequest(
             core.cluster_id, epoch, core.node_id, core.log.last_epoch, core.log.end_offset,
-            pre_vote, dst,
+            pre_vote, dst, _directory_of(core, dst),
         ),
     )
     state.vote_sent[dst] = core.now
+
+
+def _directory_of(core: CoreOps, voter_id: int) -> uuid.UUID | None:
+    """The directory id of `voter_id` in the voter set (None: unknown, static voters)."""
+    voter = core.voters.get(voter_id)
+    return voter.directory_id if voter is not None else None
 
 
 def resend_votes(core: CoreOps, pre_vote: bool) -> None:
@@ -159,7 +167,8 @@ def send_begin_quorum(core: CoreOps) -> None:
             continue
         sent = state.begin_sent.get(v)
         if sent is None or core.now - sent >= timeout:
-            core.send(v, BeginQuorumEpochRequest(core.cluster_id, core.node_id, core.epoch, v))
+            core.send(v, BeginQuorumEpochRequest(core.cluster_id, core.node_id, core.epoch, v,
+                                                  _directory_of(core, v)))
             state.begin_sent[v] = core.now
 
 

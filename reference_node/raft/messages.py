@@ -163,8 +163,10 @@ class VoteRequest:
 
     `candidate_epoch` is the epoch the candidate runs in (for a pre-vote: its current epoch + 1).
     `last_offset_epoch` / `last_offset` describe the candidate's log: the epoch of its last entry and
-    its log end offset (Kafka sends the end offset, i.e. last offset + 1). `voter_id` is the
-    intended receiver (KIP-853), or -1 when not set.
+    its log end offset (Kafka sends the end offset, i.e. last offset + 1). `voter_id` and
+    `voter_directory_id` are the intended receiver's replica key as the candidate knows it
+    (KIP-853), -1 / None when not set: a replica whose disk was wiped (a new directory id) is not
+    the voter it replaced, and must not vote as it.
     """
 
     cluster_id: str | None
@@ -174,6 +176,7 @@ class VoteRequest:
     last_offset: int
     pre_vote: bool = False
     voter_id: int = -1
+    voter_directory_id: uuid.UUID | None = None
 
     @property
     def sender(self) -> int:
@@ -222,6 +225,7 @@ class BeginQuorumEpochRequest(_FromLeader):
     leader_id: int
     leader_epoch: int
     voter_id: int = -1
+    voter_directory_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import io
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -158,12 +159,13 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
     if isinstance(msg, m.VoteRequest):
         part = {"partition_index": PARTITION, "replica_epoch": msg.candidate_epoch,
                 "replica_id": msg.candidate_id, "replica_directory_id": None,
-                "voter_directory_id": None, "last_offset_epoch": msg.last_offset_epoch,
+                "voter_directory_id": msg.voter_directory_id,
+                "last_offset_epoch": msg.last_offset_epoch,
                 "last_offset": msg.last_offset, "pre_vote": msg.pre_vote}
         return build(cls, {"cluster_id": msg.cluster_id, "voter_id": msg.voter_id,
                            "topics": [{"topic_name": TOPIC, "partitions": [part]}]})
     if isinstance(msg, m.BeginQuorumEpochRequest):
-        part = {"partition_index": PARTITION, "voter_directory_id": None,
+        part = {"partition_index": PARTITION, "voter_directory_id": msg.voter_directory_id,
                 "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch}
         return build(cls, {"cluster_id": msg.cluster_id, "voter_id": msg.voter_id,
                            "topics": [{"topic_name": TOPIC, "partitions": [part]}],
@@ -228,12 +230,14 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             cluster_id=body.cluster_id, candidate_epoch=int(p.replica_epoch),
             candidate_id=int(p.replica_id), last_offset_epoch=int(p.last_offset_epoch),
             last_offset=int(p.last_offset), pre_vote=bool(getattr(p, "pre_vote", False)),
-            voter_id=int(getattr(body, "voter_id", -1)))
+            voter_id=int(getattr(body, "voter_id", -1)),
+            voter_directory_id=_known_uuid(getattr(p, "voter_directory_id", None)))
     if api_key == apis.BEGIN_QUORUM_EPOCH:
         p = _only_partition(body.topics, "topic_name")
         return m.BeginQuorumEpochRequest(
             cluster_id=body.cluster_id, leader_id=int(p.leader_id),
-            leader_epoch=int(p.leader_epoch), voter_id=int(getattr(body, "voter_id", -1)))
+            leader_epoch=int(p.leader_epoch), voter_id=int(getattr(body, "voter_id", -1)),
+            voter_directory_id=_known_uuid(getattr(p, "voter_directory_id", None)))
     if api_key == apis.END_QUORUM_EPOCH:
         p = _only_partition(body.topics, "topic_name")
         if has_field(p, "preferred_candidates"):
@@ -261,6 +265,13 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             snapshot_id=m.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
             position=int(p.position), max_bytes=int(body.max_bytes))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
+
+
+def _known_uuid(value: Any) -> uuid.UUID | None:
+    """A Uuid field: None for absent or Kafka's ZERO_UUID (not known)."""
+    if not isinstance(value, uuid.UUID) or value.int == 0:
+        return None
+    return value
 
 
 def fetch_replica_id(body: Any) -> int:

@@ -38,22 +38,23 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 
 # For each switch: a seed of `kraft simulate --nodes 5 --seeds 0-199 --faults all` (defaults:
 # 1 observer, 30 s, snapshots every ~1.5 KB; since issue 16 `all` includes `membership`: voters in
-# the log, changed all along the run) that exposes it, and the invariant the defect breaks. Each
-# seed is also clean without its switch.
+# the log, changed all along the run; since issue 13 `fsync-stall`, which moved every schedule:
+# the seeds that no longer exposed their switch were re-pinned to the first that does) that
+# exposes it, and the invariant the defect breaks. Each seed is also clean without its switch.
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
     # A restarted leader leads its old epoch again; a follower that learnt a higher HW from the
     # other leader of that epoch is told to truncate below it.
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 17, "ConsistentCommittedData"),
-    (Unsafe.NO_CHECK_QUORUM, 9, "ZombieStepDown"),
-    (Unsafe.STALE_LEADER_READS, 4, "ReadsLinearizable"),
-    (Unsafe.NO_LOG_CHECK, 1, "ConsistentCommittedData"),
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 4, "ConsistentCommittedData"),
+    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
+    (Unsafe.STALE_LEADER_READS, 10, "ReadsLinearizable"),
+    (Unsafe.NO_LOG_CHECK, 4, "ConsistentCommittedData"),
     # KAFKA-12619: a new leader exposes its HW before its LeaderChange record commits, so a read
     # there can miss an append the previous leader acknowledged.
-    (Unsafe.EARLY_HIGH_WATERMARK, 2, "ReadsLinearizable"),
+    (Unsafe.EARLY_HIGH_WATERMARK, 12, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate.
-    (Unsafe.FORGET_VOTE, 23, "SingleLeader"),
+    (Unsafe.FORGET_VOTE, 27, "SingleLeader"),
     # KAFKA-14618: the first snapshot's id names one offset more than its image applied; its
     # content is exactly the committed prefix up to the HW, so what lies is the name.
     (Unsafe.SNAPSHOT_OFF_BY_ONE, 0, "SnapshotMatchesLog"),
@@ -67,10 +68,10 @@ PINNED = [
     # only two voters of {2, 4, 5, 6} hold.
     (Unsafe.LEADER_REMOVE_NO_RESIGN, 0, "MajorityReachedHighWatermark"),
     # Two changes asked in the same millisecond are both appended: two uncommitted VotersRecords.
-    (Unsafe.CONCURRENT_VOTER_CHANGES, 0, "SingleVoterChange"),
+    (Unsafe.CONCURRENT_VOTER_CHANGES, 1, "SingleVoterChange"),
     # KAFKA-17332: an observer reports its unflushed log end; once the leader's set names it, the
     # leader counts entries it has not flushed, and commits with fewer than a majority holding them.
-    (Unsafe.ADD_UNFLUSHED_VOTER, 2, "MajorityReachedHighWatermark"),
+    (Unsafe.ADD_UNFLUSHED_VOTER, 0, "MajorityReachedHighWatermark"),
 ]
 
 
@@ -90,11 +91,11 @@ def test_observer_campaign_strands_the_observer_without_prevote() -> None:
     replicating (ObserversFollow). With pre-vote (KIP-996, the default) its pre-vote is refused
     and it goes back to following: the simulator finds no harm there, and says nothing."""
     switch = frozenset({Unsafe.OBSERVER_CAMPAIGN})
-    result = run_seed(4, SimConfig(faults=TAKING_TURNS, pre_vote=False, unsafe=switch))
+    result = run_seed(9, SimConfig(faults=TAKING_TURNS, pre_vote=False, unsafe=switch))
     assert result.violation is not None and result.violation.invariant == "ObserversFollow"
     assert "observer 6" in result.violation.detail
-    assert run_seed(4, SimConfig(faults=TAKING_TURNS, pre_vote=False)).ok
-    assert run_seed(4, SimConfig(faults=TAKING_TURNS, unsafe=switch)).ok
+    assert run_seed(9, SimConfig(faults=TAKING_TURNS, pre_vote=False)).ok
+    assert run_seed(9, SimConfig(faults=TAKING_TURNS, unsafe=switch)).ok
 
 
 def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
@@ -113,8 +114,9 @@ def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
 def test_a_duplicated_response_reaches_the_requester_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A duplicated response reaches the core once: the host's RPC layer matches responses to
     requests by correlation id and drops a copy no request awaits. Handed every copy, the core of
-    seed 135 truncates below its high watermark."""
-    config = SimConfig(faults=TAKING_TURNS)
+    seed 135 truncates below its high watermark. (Under the faults it was found with: since
+    fsync-stall joined them, no seed of 0-999 hands the core such a copy at such a moment.)"""
+    config = SimConfig(faults=tuple(f for f in TAKING_TURNS if f != "fsync-stall"))
     assert run_seed(135, config).ok
     admit = Rpc.admit
 

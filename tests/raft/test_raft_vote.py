@@ -184,3 +184,30 @@ def test_non_voter_candidate_with_newer_epoch_is_refused_without_epoch_bump() ->
     assert resp.error == ErrorCode.inconsistent_voter_set and not resp.vote_granted
     assert (resp.leader_id, resp.leader_epoch) == (2, 3)
     assert (core.epoch, core.leader_id, core.state_name) == (3, 2, "follower")
+
+
+def test_a_request_for_another_replica_of_this_id_is_refused() -> None:
+    """KIP-853 (Kafka's isValidVoterKey): a replica whose disk was wiped has a new directory id
+    and is not the voter it replaced; it must neither vote nor endorse a leader as that voter,
+    or a vote it forgot with its disk could elect a second leader in one epoch."""
+    import random
+    import uuid
+
+    from raft_helpers import drain
+
+    from reference_node.raft.core import RaftCore
+    from reference_node.raft.messages import BeginQuorumEpochRequest, BeginQuorumEpochResponse
+
+    mine, replaced = uuid.UUID(int=11), uuid.UUID(int=12)
+    core = RaftCore(1, (1, 2, 3), CLUSTER, RaftConfig(), random.Random(0), 0, None, (),
+                    directory_id=mine)
+    drain(core)
+    refused = answer(core, 2, VoteRequest(CLUSTER, 1, 2, 0, 0, False, 1, replaced))
+    assert refused.error == ErrorCode.invalid_voter_key and not refused.vote_granted
+    assert core.voted_id is None
+    begin = only(deliver(core, 3, BeginQuorumEpochRequest(CLUSTER, 3, 1, 1, replaced)),
+                 BeginQuorumEpochResponse, 3)
+    assert isinstance(begin, BeginQuorumEpochResponse)
+    assert begin.error == ErrorCode.invalid_voter_key and core.leader_id is None
+    granted = answer(core, 2, VoteRequest(CLUSTER, 1, 2, 0, 0, False, 1, mine))
+    assert granted.error == ErrorCode.none and granted.vote_granted and core.voted_id == 2

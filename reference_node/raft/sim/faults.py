@@ -4,9 +4,10 @@ The nemesis (nemesis.py) starts one fault at a time, chosen from the nemesis ran
 stops it after a random duration; at the heal time every fault stops and every stopped node
 restarts, and the liveness clock starts. `membership` is the exception (`ALONGSIDE`): it turns on
 KIP-853's voters in the log, and its nemesis (membership.py) acts all along, beside whichever fault
-is on. A started fault is an `ActiveFault` object whose identity
-ties the events it queued (its stop, a vote crash) to it: an event for an earlier fault finds a
-different object and does nothing.
+is on. `fsync-stall` acts on disks rather than on links or processes: the host holds the stalled
+disks' completions until the fault stops (host.py). A started fault is an `ActiveFault` object
+whose identity ties the events it queued (its stop, a vote crash) to it: an event for an earlier
+fault finds a different object and does nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ FAULTS: dict[str, str] = {
     "download and it asks again",
     "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X, which "
     "restarts at once and then crashes right after each vote it grants, back within a few ms",
+    "fsync-stall": "the disk of one node, the leader or a minority of voters stalls for 0.5-9 s: "
+    "its log flushes and snapshot writes complete only once it ends; messages, reads and ticks "
+    "go on",
     "membership": "voters in the log (KIP-853, kraft.version 1, bootstrap checkpoint), and all "
     "along the other faults: the leader is asked to add an observer (caught up or not) and to "
     "remove a voter (itself too), a removed node restarts as an observer, a disk is wiped (a new "
@@ -56,12 +60,17 @@ class ActiveFault:
     name: str
     victims: tuple[int, ...] | None = None
     """The nodes a node fault stopped (restarted when it stops); None for the others."""
+    stalled: tuple[int, ...] | None = None
+    """The nodes whose disk `fsync-stall` stalls (running on: nothing restarts them)."""
 
     def __repr__(self) -> str:
-        # The trace shows a fault as `['crash', [2, 4]]`, or `['drop']` without victims.
+        # The trace shows a fault as `['crash', [2, 4]]`, or `['drop']` without victims;
+        # `['fsync-stall', [2, 4]]` names the stalled disks.
         shown: list[object] = [self.name]
         if self.victims is not None:
             shown.append(list(self.victims))
+        if self.stalled is not None:
+            shown.append(list(self.stalled))
         return repr(shown)
 
 

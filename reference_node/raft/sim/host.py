@@ -19,6 +19,14 @@ the step may have broken (the high watermark's, then the new snapshot's against 
 and queues the tick the core asked for. Every start is a new incarnation (`inc`): events queued for
 an older one are stale and dropped.
 
+Under `fsync-stall` a node's disk completes nothing until the fault stops: a log flush or a
+snapshot write (its own or a downloaded one) that comes due is held back, so the core hears neither
+`LogFlushed` nor `SnapshotWritten`/`SnapshotLoaded` and a crash keeps only what was durable before;
+the stop completes what is held after the disk's normal latency. Messages, reads and ticks go on.
+The quorum-state file is not stalled: `Ready` asks for it to be durable before the step's messages
+leave, and the host writes it at once, so holding it back would freeze the whole node (a pause,
+not a slow disk).
+
 With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory
 id (from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
 the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an
@@ -297,6 +305,9 @@ class Cluster:
         """Called (with the time) when a core's voter set changed: the zombie watch's."""
         self.departed: dict[tuple[int, uuid.UUID | None], DepartedReplica] = {}
         """The wiped replicas' disks, by (node id, directory id)."""
+        self.stalled: dict[int, list[Flushed | SnapshotDurable]] = {}
+        """fsync-stall: node -> the completions its stalled disk holds back, in arrival order
+        (empty when no disk stalls)."""
         if membership_rng is not None:
             self._format_dynamic(membership_rng)
 
@@ -352,10 +363,12 @@ class Cluster:
 
     def _exit(self, node: SimNode) -> None:
         """The end of a graceful shutdown: the log is flushed and the process exits (a snapshot
-        write still under way is abandoned, as a process exit abandons its temp file)."""
+        write still under way is abandoned, as a process exit abandons its temp file). On a
+        stalled disk the last flush never completes: the exit loses what a crash would."""
         core = node.core
         assert core is not None
-        node.durable = core.log_view.end_offset
+        if node.id not in self.stalled:
+            node.durable = core.log_view.end_offset
         node.halt(list(core.log_view.read(node.log_start, node.durable)))
 
     def wipe(self, node: SimNode, directory_id: uuid.UUID) -> None:
@@ -427,10 +440,12 @@ class Cluster:
         core.step(Tick(now))
         return node
 
-    def on_flushed(self, event: Flushed) -> SimNode | None:
+    def on_flushed(self, event: Flushed) -> SimNode | Dropped | None:
         node = self.nodes[event.node]
         if node.core is None or node.inc != event.inc:
             return None
+        if self.stalled and self._hold(node, event):
+            return DROPPED
         node.flushing = False
         node.durable = max(node.durable, node.flush_target)
         core = node.core
@@ -446,6 +461,8 @@ class Cluster:
         did not live to finish never reached it: the crash lost it.)"""
         node = self.nodes[event.node]
         if node.core is None or node.inc != event.inc:
+            return DROPPED
+        if self.stalled and self._hold(node, event):
             return DROPPED
         if event.data is None:
             node.snapshots.write_image(event.snapshot_id, event.image)
@@ -616,6 +633,31 @@ class Cluster:
         node.flushing = True
         node.flush_target = core.log_view.end_offset
         self.queue.push(self.disk_time(node), Flushed(node.id, node.inc))
+
+    # --- fsync-stall ------------------------------------------------------------------------------
+
+    def stall_disks(self, node_ids: Sequence[int]) -> None:
+        """From now on these nodes' disks complete nothing: a flush or snapshot write that comes
+        due is held (not seen by the core, not durable) until `release_disks`."""
+        self.stalled = {n: [] for n in node_ids}
+
+    def release_disks(self) -> None:
+        """The stall ends: each held completion of a still-running incarnation completes after
+        the disk's normal latency from now (one a crash made stale is gone with its data)."""
+        stalled, self.stalled = self.stalled, {}
+        for n, held in stalled.items():
+            node = self.nodes[n]
+            for event in held:
+                if node.core is not None and node.inc == event.inc:
+                    self.queue.push(self.disk_time(node), event)
+
+    def _hold(self, node: SimNode, event: Flushed | SnapshotDurable) -> bool:
+        """Hold `event` back if `node`'s disk is stalled."""
+        held = self.stalled.get(node.id)
+        if held is None:
+            return False
+        held.append(event)
+        return True
 
     def disk_time(self, node: SimNode) -> int:
         """When a write started now on `node`'s disk is durable."""

@@ -12,6 +12,11 @@ voters are cut off.
 crash-after-vote is the one fault that acts while it lasts: its bridge node crashes right after
 each vote it grants (`VoteCrash`, queued by the host as the vote goes out) and comes back within a
 few milliseconds (`VoterRestart`).
+
+fsync-stall stops no process and cuts no link: its start stalls the disks of the leader, one random
+node or the largest minority of voters (`Cluster.stall_disks`), and its stop, like the heal,
+releases them (`Cluster.release_disks`). It lasts as long as any fault (`fault_duration`): 0.5-4 s,
+a quarter of the time 5-9 s, past the election and check-quorum timeouts.
 """
 
 from __future__ import annotations
@@ -74,7 +79,9 @@ class Nemesis:
             return
         rng = self.rng
         name = rng.choice(self.faults)
-        fault = ActiveFault(name, FAULT_STARTS[name](self))
+        victims = FAULT_STARTS[name](self)
+        stalled = tuple(self.cluster.stalled) or None
+        fault = ActiveFault(name, victims, stalled)
         self.active = fault
         if name == "crash-after-vote":
             assert fault.victims is not None
@@ -124,6 +131,7 @@ class Nemesis:
             return
         self.active = None
         self.cluster.vote_crasher = None
+        self.cluster.release_disks()
         # One fault at a time, so a clean network undoes whichever fault this was.
         self.net.heal()
         for n in fault.victims or ():
@@ -273,6 +281,23 @@ class Nemesis:
         cluster.start(node)
         return (bridge,)
 
+    def start_fsync_stall(self) -> Victims:
+        """Stall the leader's disk (most often), a random node's, or those of the largest
+        minority of voters: whatever they flush stays unflushed until the fault stops."""
+        rng = self.rng
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        roll = rng.random()
+        if leader is not None and roll < 0.4:
+            disks = [leader]
+        elif roll < 0.7:
+            disks = [rng.choice(cluster.node_ids)]
+        else:
+            voters = cluster.current_voters()
+            disks = sorted(rng.sample(voters, max(1, (len(voters) - 1) // 2)))
+        cluster.stall_disks(disks)
+        return None
+
 
 FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "drop": Nemesis.start_drop,
@@ -290,6 +315,7 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "lagging-follower": Nemesis.start_lagging_follower,
     "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
+    "fsync-stall": Nemesis.start_fsync_stall,
 }
 """Each fault of faults.FAULTS and how it starts."""
 
