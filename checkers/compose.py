@@ -20,6 +20,7 @@ writes the same results.json.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import traceback
 from collections import Counter
@@ -134,6 +135,27 @@ def _no_checker(model: str) -> Suite:
     return suite
 
 
+def damaged_snapshots(history: list[Op]) -> dict[str, list[float]]:
+    """Per node, the wall-clock times (ms) at which the `corrupt` nemesis damaged one of its
+    snapshot files (`.checkpoint`), from the completions of its starts (docs/contracts.md)."""
+    damaged: dict[str, list[float]] = {}
+    for op in history:
+        if op.get("process") != "nemesis" or op.get("f") != "start-corrupt" \
+                or op.get("type") != "ok":
+            continue
+        value = op.get("value")
+        try:  # `wall`: ISO 8601 with its offset; the nodes' event stamps are epoch ms
+            wall = dt.datetime.fromisoformat(str(op.get("wall"))).timestamp() * 1000.0
+        except ValueError:
+            continue
+        damage = value.get("damage") if isinstance(value, dict) else None
+        for node, done in (damage or {}).items():
+            file = done.get("file") if isinstance(done, dict) else None
+            if isinstance(file, str) and file.endswith(".checkpoint"):
+                damaged.setdefault(node, []).append(wall)
+    return damaged
+
+
 def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
            suite: Suite) -> dict[str, Any]:
     given = test.get("checker")
@@ -146,7 +168,8 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
         verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
         # snapshot/log invariants: the append history's reads and acks are evidence too; other
         # workloads (kv) are judged on the node data alone
-        verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed))
+        verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed,
+                                                          damaged_snapshots(history)))
         if membership.applies(history, test):
             # KIP-853: every voter change the nemesis was told succeeded is committed
             verdicts.run("membership", lambda: membership.check(history, test, node_data()))

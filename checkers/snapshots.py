@@ -24,7 +24,9 @@ knowledge of it: where nothing else shows its offset, its value is put in and th
   node's durable snapshots: a `log-start` event that comes before the node's `snapshot` event of
   that end offset (an install's, which the host made durable before installing, may come in either
   order within the node's life), a final log start with no valid snapshot file ending there, and
-  every `log-invalid` event (the node found its log start without a snapshot at restart).
+  every `log-invalid` event (the node found its log start without a snapshot at restart); but
+  not the last two on a node whose snapshot the `corrupt` nemesis damaged before (counted in
+  `log_reset_after_damage`: KIP-630's answer to a damaged snapshot).
 - `lost-write`: an acknowledged append whose offset only the snapshots still cover (below a final
   log start, in no node's committed log.jsonl): proven present when a verified snapshot's fold holds
   it, an anomaly when the fold with it in does not give the snapshot (the write is missing from it,
@@ -38,7 +40,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -113,13 +115,18 @@ class _Known:
             self.conflicts += 1
 
 
-def check(nodes: list[NodeData], parsed: AppendHistory | None = None) -> dict[str, Any]:
+def check(nodes: list[NodeData], parsed: AppendHistory | None = None,
+          damaged: Mapping[str, list[float]] | None = None) -> dict[str, Any]:
     """`parsed` is the append history (None for other workloads: the node logs alone tell the
-    committed log then)."""
+    committed log then). `damaged`: per node, the wall-clock times (ms) at which the `corrupt`
+    nemesis damaged one of its snapshot files (`damaged_snapshots`): a log found without its
+    snapshot after that is what KIP-630 tells the node to do with a damaged disk, counted as
+    `log_reset_after_damage`, not an anomaly (what it costs, lost writes, is judged by the
+    checkers of acknowledged writes)."""
     found = Anomalies()
     seen, invalid_files = _observations(nodes)
     _beyond_hw(nodes, seen, found)
-    _log_starts(nodes, found)
+    resets_after_damage = _log_starts(nodes, found, damaged or {})
     # the log is needed up to the last snapshot's end (and the offsets the node logs hold)
     known = _known_log(nodes, parsed, max((s.end_offset for s in seen), default=0))
     fold = _Fold(known, _claims(parsed, known), found,
@@ -138,6 +145,7 @@ def check(nodes: list[NodeData], parsed: AppendHistory | None = None) -> dict[st
         fetch_snapshot_chunks=_count(nodes, "fetch-snapshot"),
         refused=_count(nodes, "snapshot-refused"),
         invalid_at_start=_count(nodes, "snapshot-invalid"),
+        log_reset_after_damage=resets_after_damage,
         log_start_offsets={node.name: node.log_start_offset for node in nodes},
         writes_below_log_start=_writes_below_start(nodes, parsed, known, fold),
     )
@@ -526,9 +534,14 @@ def _beyond_hw(nodes: list[NodeData], seen: list[Seen], found: Anomalies) -> Non
                       end_offset=snap.end_offset, hw=top, nodes=[snap.node])
 
 
-def _log_starts(nodes: list[NodeData], found: Anomalies) -> None:
+def _log_starts(nodes: list[NodeData], found: Anomalies,
+                damaged: Mapping[str, list[float]]) -> int:
+    """Finds log starts without their snapshot; returns how many were the node's answer to a
+    snapshot the harness damaged (not anomalies)."""
+    after_damage = 0
     for node in nodes:
         durable: set[Any] = set()  # end offsets of the node's snapshots so far
+        damage_times = damaged.get(node.name, [])
         lives = _lives(node.events)
         for life in lives:
             installed = {e.get("end_offset") for e in life if e.get("type") == "snapshot-install"}
@@ -546,6 +559,10 @@ def _log_starts(nodes: list[NodeData], found: Anomalies) -> None:
                                   f"was durable (its snapshots so far end at "
                                   f"{_offsets(durable)})", offset=start, nodes=[node.name])
                 elif kind == "log-invalid":
+                    when = event.get("ts")
+                    if isinstance(when, int | float) and any(t <= when for t in damage_times):
+                        after_damage += 1
+                        continue
                     detail = {k: v for k, v in event.items() if k not in ("type", "node", "ts")}
                     found.add("log-start-without-snapshot", [],
                               f"node {node.name}: at restart (ts {event.get('ts')}) its log start "
@@ -556,10 +573,14 @@ def _log_starts(nodes: list[NodeData], found: Anomalies) -> None:
         if type(start) is int and start > 0 and node.snapshots is not None:
             ends = {line.get("end_offset") for line in node.snapshots if line.get("valid") is True}
             if start not in ends:
+                if damage_times:
+                    after_damage += 1
+                    continue
                 found.add("log-start-without-snapshot", [],
                           f"node {node.name}: final log start offset {start}, but its valid "
                           f"snapshot files end at {_offsets(ends)}", offset=start,
                           nodes=[node.name])
+    return after_damage
 
 
 def _lives(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -145,11 +145,17 @@ class Disks:
                             "--seed", str(seed))
 
     def corrupt(self, node: str, kind: str, mode: str, seed: int) -> dict[str, Any]:
-        globs = self.db.data_files().get(kind)
-        if not globs:
+        """Damage the newest file of `kind`, or, when the node has none (no snapshot yet), of
+        the next kind the target names that it has."""
+        files = self.db.data_files()
+        if kind not in files:
             raise BackendError(f"the target names no {kind!r} files to corrupt")
+        globs = [*files[kind], *(g for k, gs in files.items() if k != kind for g in gs)]
         return self.control(node, "corrupt", *[a for g in globs for a in ("--glob", g)],
                             "--mode", mode, "--seed", str(seed))
+
+    def repair(self, node: str) -> dict[str, Any]:
+        return self.control(node, "repair")
 
     def file_kinds(self) -> list[str]:
         return list(self.db.data_files())

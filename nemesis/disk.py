@@ -21,10 +21,12 @@ of its random parts included, so a run can be replayed from it.
   (`unsafe=skip-flush`) does, once a majority's power goes.
 - `corrupt`: the chosen nodes (`one`, `minority`: never a majority, whose loss Raft does not
   survive) are killed, and on each a file of a kind the target names (the newest log segment, a
-  snapshot, the quorum-state file) has bits flipped or its end cut off; restart at the stop. A
-  target may refuse to start on a damaged file: that is recorded (`refused`, with the node's
-  words), and the node stays down for the rest of the run (`Env.broken`), as it would until an
-  operator repaired it; it must not serve wrong data, and no acknowledged write may be lost.
+  snapshot, the quorum-state file; of another kind when the node has none of that one) has bits
+  flipped or its end cut off; restart at the stop. A target may refuse to start on a damaged
+  file: that is recorded (`refused`, with the node's words), then the operator's repair puts the
+  damaged bytes back (`repaired`) and the node starts again, so that the run goes on with a
+  whole cluster; one that still refuses stays down (`still_refused`, `Env.broken`). A node must
+  not serve wrong data, and no acknowledged write may be lost.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class CanFaultDisk(Protocol):
 
     def corrupt(self, node: str, kind: str, mode: str, seed: int) -> dict[str, Any]:
         """Damage the newest file of `kind` on `node`'s disk (`mode`: bitflip or truncate)."""
+
+    def repair(self, node: str) -> dict[str, Any]:
+        """Undo every corruption of `node`'s disk since the last repair."""
 
     def file_kinds(self) -> list[str]:
         """The kinds of file the target names for `corrupt`."""
@@ -140,7 +145,14 @@ class _DownAndBack(Fault):
     def stop(self) -> dict[str, Any]:
         restarted, self.affected = self.affected, []
         refused = self._restart(restarted)
-        return {"nodes": restarted, **({"refused": refused} if refused else {})}
+        if not refused:
+            return {"nodes": restarted}
+        # The node said no to its damaged disk, as it should rather than serve from it. The
+        # operator restores the damaged files, and the run goes on with a whole cluster.
+        repaired = _each(list(refused), self.disk.repair)
+        still = self._restart(list(refused))
+        return {"nodes": restarted, "refused": refused, "repaired": repaired,
+                **({"still_refused": still} if still else {})}
 
     def heal(self) -> None:
         self.affected = []
@@ -149,12 +161,11 @@ class _DownAndBack(Fault):
 
     def _restart(self, nodes: list[str]) -> dict[str, str]:
         """Start `nodes` together; those that refuse (a target that will not start on a damaged
-        disk) stay down and are returned with the reason. Any other failure raises."""
+        disk) are returned with the reason, and stay down (`Env.broken`) unless a repair brings
+        them back. Any other failure raises."""
         refused: dict[str, str] = {}
 
         def start(node: str) -> None:
-            if node in self.env.broken:
-                return
             try:
                 self.env.db.start(self.env.backend, node)
             except BackendError as exc:
@@ -162,6 +173,8 @@ class _DownAndBack(Fault):
                     raise
                 refused[node] = str(exc)
                 self.env.broken.add(node)
+                return
+            self.env.broken.discard(node)
 
         _each(nodes, start)
         return refused

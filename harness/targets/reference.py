@@ -286,13 +286,24 @@ class ReferenceDB(DB):
         address = backend.client_address(node, "kafka")
         while time.monotonic() < deadline:
             if not backend.is_running(node):
-                raise BackendError(f"{node}: kraft node exited at start "
-                                   f"(see nodes/{node}/{LOG})")
+                raise BackendError(f"{node}: kraft node exited at start"
+                                   f"{self._last_words(backend, node)} (see nodes/{node}/{LOG})")
             with contextlib.suppress(OSError):
                 socket.create_connection(address, timeout=1).close()
                 return
             time.sleep(0.1)
         raise BackendError(f"{node}: not listening on {address} after {START_TIMEOUT:g}s")
+
+    def _last_words(self, backend: Backend, node: str) -> str:
+        """The node's last error line (why it would not start, e.g. a corrupt file it names), as
+        `: <line>`, or "" when there is none to read."""
+        try:
+            tail = backend.exec(node, ["tail", "-n", "20", self._path(backend, node, LOG)],
+                                check=False, timeout=10).stdout
+        except BackendError:
+            return ""
+        errors = [line for line in tail.splitlines() if " ERROR " in line]
+        return f": {errors[-1].split('] ', 1)[-1][:600]}" if errors else ""
 
     def start(self, backend: Backend, node: str) -> None:
         if backend.is_running(node):

@@ -20,6 +20,8 @@ The control socket takes one JSON object per line and answers one per line:
   writes (the last one cut at a random byte), drawn from random.Random(seed).
 - `{"op":"corrupt","globs":[...],"mode":"bitflip"|"truncate","seed":int}` -> `{"file":rel|null,
   "mode":..,"size_before":n,"size_after":n,"flipped":[[byte,bit],...]}` (`nemesis.faultfs.corrupt`).
+- `{"op":"repair"}` -> `{"repaired":[rel...],"not_repaired":[rel...]}`: every corruption since
+  the last repair undone (bits flipped back, the cut tail written back), newest first.
 - `{"op":"status"}` -> `{"unsynced_bytes","unsynced_files","fsyncs","fsyncs_stalled",
   "stall_remaining","slow_ms"}`. Anything wrong -> `{"error":"..."}`; the filesystem lives on.
 

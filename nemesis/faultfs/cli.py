@@ -2,7 +2,7 @@
 
     kraft faultfs mount BACKING MOUNTPOINT --control SOCK [--fsname NAME] [--daemon] [--log FILE]
     kraft faultfs check
-    kraft faultfs ctl SOCK ping|stall SECONDS|slow MS|heal|status
+    kraft faultfs ctl SOCK ping|stall SECONDS|slow MS|heal|status|repair
     kraft faultfs ctl SOCK lose-unsynced [--torn] [--seed N]
     kraft faultfs ctl SOCK corrupt --glob G [--glob G ...] [--mode bitflip|truncate] [--seed N]
     kraft faultfs unmount MOUNTPOINT
@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     ops.add_parser("ping")
     ops.add_parser("heal")
     ops.add_parser("status")
+    ops.add_parser("repair", help="undo every corruption since the last repair")
     ops.add_parser("stall").add_argument("seconds", type=float)
     ops.add_parser("slow").add_argument("ms", type=float)
     lose = ops.add_parser("lose-unsynced")

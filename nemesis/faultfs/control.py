@@ -7,7 +7,8 @@ Whatever goes wrong with one line (bad JSON, an unknown op, a bad argument, an e
 lever) becomes `{"error": "..."}` on that line: the filesystem under a node must never die of
 its remote control. `request` is the client side, importable without FUSE.
 
-Commands (docs in `nemesis.faultfs`): ping, stall, slow, heal, lose-unsynced, corrupt, status.
+Commands (docs in `nemesis.faultfs`): ping, stall, slow, heal, lose-unsynced, corrupt, repair,
+status.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Levers(Protocol):
     def heal(self) -> None: ...
     def lose_unsynced(self, torn: bool, seed: int) -> dict[str, Any]: ...
     def corrupt(self, globs: list[str], mode: str, seed: int) -> dict[str, Any]: ...
+    def repair(self) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
 
 
@@ -86,8 +88,10 @@ def _run(levers: Levers, command: dict[str, Any]) -> dict[str, Any]:
             raise BadCommand(f"corrupt: 'mode' must be one of {', '.join(CORRUPT_MODES)}, "
                              f"not {mode!r}")
         return levers.corrupt(globs, mode, _seed(command))
+    if op == "repair":
+        return levers.repair()
     raise BadCommand(f"unknown op {op!r}; one of ping, stall, slow, heal, lose-unsynced, "
-                     "corrupt, status")
+                     "corrupt, repair, status")
 
 
 def answer(levers: Levers, line: bytes) -> dict[str, Any]:

@@ -11,6 +11,8 @@ run's history replays the same damage.
 - `bitflip`: 1 to 8 distinct bits, each in the file's second half three times out of four
   (where a log's newest records are, the ones a reader checks last), else anywhere.
 - `truncate`: cut 1 to size bytes off the end.
+- `undo`: put back what one of them did (`Damage`): the operator's repair, so that a node that
+  refused to start on the damage can rejoin and the run go on with a whole cluster.
 
 Both write in place and fsync, and return what they did so that the nemesis can record it.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 MAX_FLIPS = 8
@@ -70,12 +73,50 @@ def bitflip(path: Path, rng: random.Random) -> tuple[int, list[tuple[int, int]]]
 
 def truncate(path: Path, rng: random.Random) -> tuple[int, int]:
     """Cut 1..size bytes off the end of `path` (fsynced); its sizes before and after."""
+    size, after, _ = truncate_keeping(path, rng)
+    return size, after
+
+
+def truncate_keeping(path: Path, rng: random.Random) -> tuple[int, int, bytes]:
+    """`truncate`, also returning the bytes cut off (for `undo`)."""
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
         after = size - rng.randint(1, size) if size > 0 else 0
+        tail = os.pread(fd, size - after, after)
         os.ftruncate(fd, after)
         os.fsync(fd)
-        return size, after
+        return size, after, tail
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Damage:
+    """What one corruption did to a file: bits flipped, or a tail cut off at `offset`."""
+
+    flipped: tuple[tuple[int, int], ...] = ()
+    offset: int = 0
+    tail: bytes = b""
+
+
+def undo(path: Path, damage: Damage) -> bool:
+    """Put back what `damage` changed in `path` (fsynced); False when the file changed since in a
+    way that makes it impossible (shorter than a flipped byte, no longer cut where it was)."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if damage.flipped:
+            if any(byte >= size for byte, _ in damage.flipped):
+                return False
+            for byte, bit in damage.flipped:
+                old = os.pread(fd, 1, byte)[0]
+                os.pwrite(fd, bytes([old ^ (1 << bit)]), byte)
+        elif damage.tail:
+            if size != damage.offset:
+                return False
+            os.pwrite(fd, damage.tail, damage.offset)
+        os.fsync(fd)
+        return True
     finally:
         os.close(fd)

@@ -106,6 +106,8 @@ class FaultFs(mfusepy.Operations):
         self.opens: dict[Key, int] = {}
         self.gate = FsyncGate()
         self._fuse: int | None = None  # struct fuse *, for invalidations
+        # what `corrupt` did since the last `repair`, to undo it
+        self._damaged: list[tuple[Path, damage.Damage]] = []
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -467,14 +469,40 @@ class FaultFs(mfusepy.Operations):
             if mode == "bitflip":
                 before, flipped = damage.bitflip(chosen, rng)
                 after = before
+                done = damage.Damage(flipped=tuple(flipped))
             else:
-                before, after = damage.truncate(chosen, rng)
+                before, after, tail = damage.truncate_keeping(chosen, rng)
+                done = damage.Damage(offset=after, tail=tail)
             if tracked is not None:
                 tracked.state.reset(after)
+            self._damaged.append((chosen, done))
         rel = chosen.relative_to(root).as_posix()
         self._invalidate(["/" + rel])
         return {"file": rel, "mode": mode, "size_before": before, "size_after": after,
                 "flipped": [list(f) for f in flipped]}
+
+    def repair(self) -> dict[str, Any]:
+        """Undo every corruption since the last repair, newest first (an operator restoring the
+        damaged files): `repaired` and `not_repaired` (changed since, or gone) relative paths."""
+        root = Path(self.root)
+        repaired: list[str] = []
+        missed: list[str] = []
+        with self._mutex:
+            damaged, self._damaged = self._damaged, []
+            for path, done in reversed(damaged):
+                rel = path.relative_to(root).as_posix()
+                st = path.stat() if path.exists() else None
+                tracked = self.states.get((st.st_dev, st.st_ino)) if st is not None else None
+                if tracked is not None:
+                    self._write_back(tracked)
+                if st is not None and damage.undo(path, done):
+                    if tracked is not None:
+                        tracked.state.reset(path.stat().st_size)
+                    repaired.append(rel)
+                else:
+                    missed.append(rel)
+        self._invalidate(["/" + rel for rel in repaired])
+        return {"repaired": repaired, "not_repaired": missed}
 
     def _mtime_ns(self, path: Path) -> int:
         """The modification time the mount shows (an unsynced write counts). Under the lock."""

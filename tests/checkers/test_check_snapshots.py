@@ -413,6 +413,36 @@ def test_a_log_found_invalid_at_restart_is_evidence(tmp_path: Path) -> None:
     assert result["anomalies"]["log-start-without-snapshot"][0]["event"]["log_start_offset"] == 6
 
 
+def test_a_log_reset_after_the_harness_damaged_the_snapshot_is_counted_not_an_anomaly(
+        tmp_path: Path) -> None:
+    import datetime as dt
+
+    from checkers.compose import damaged_snapshots
+
+    nodes = cluster()
+    nodes["n2"]["events"] += [ev(2, "stop", 40.0, pid=2), ev(2, "start", 41.0, pid=22),
+                              ev(2, "log-invalid", 41.5, log_start_offset=6,
+                                 reason="no valid snapshot ends at or after 6")]
+    run = write_run(tmp_path, history().ops, nodes=nodes)
+    data = node_data.read({p.name: p for p in (run / "nodes").iterdir()})
+
+    def corrupt_op(at_ms: float, file: str) -> dict[str, Any]:
+        wall = dt.datetime.fromtimestamp(at_ms / 1000.0, dt.UTC).isoformat(timespec="milliseconds")
+        return {"process": "nemesis", "type": "ok", "f": "start-corrupt", "wall": wall,
+                "value": {"nodes": ["n2"], "damage": {"n2": {"file": file}}}}
+
+    damaged = damaged_snapshots([corrupt_op(39.0, "__cluster_metadata-0/"
+                                            "00000000000000000006-0000000001.checkpoint")])
+    assert damaged == {"n2": [39.0]}
+    result = snapshots.check(data, None, damaged)
+    assert result["valid"] is True and result["log_reset_after_damage"] == 1
+    # damage after the reset, or to another file, excuses nothing
+    for history_ops in ([corrupt_op(42.0, "__cluster_metadata-0/x.checkpoint")],
+                        [corrupt_op(39.0, "__cluster_metadata-0/00000000000000000000.log")]):
+        result = snapshots.check(data, None, damaged_snapshots(history_ops))
+        assert result["anomaly_types"] == ["log-start-without-snapshot"]
+
+
 # lost-write below the log start -------------------------------------------------------------------
 
 def test_a_write_below_the_log_start_proven_present_by_a_verified_snapshot(

@@ -50,6 +50,10 @@ class FakeDisk:
         return {"file": f"{kind}.file", "mode": mode, "size_before": 10, "size_after": 9,
                 "flipped": []}
 
+    def repair(self, node: str) -> dict[str, Any]:
+        self.log.calls.append(("repair", node))
+        return {"repaired": ["segment.file"], "not_repaired": []}
+
     def file_kinds(self) -> list[str]:
         return ["segment", "quorum-state"]
 
@@ -65,12 +69,15 @@ class FakeBackend:
 
 
 class FakeDB:
-    """Kills and starts; refuses to start the nodes of `refuses` (a damaged disk)."""
+    """Kills and starts; refuses to start the nodes of `refuses` (a damaged disk) until their
+    disk is repaired, those of `hopeless` always."""
 
-    def __init__(self, log: Log, backend: FakeBackend, refuses: Sequence[str] = ()) -> None:
+    def __init__(self, log: Log, backend: FakeBackend, refuses: Sequence[str] = (),
+                 hopeless: Sequence[str] = ()) -> None:
         self.log = log
         self.backend = backend
         self.refuses = set(refuses)
+        self.hopeless = set(hopeless)
 
     def kill(self, backend: object, node: str) -> None:
         self.log.calls.append(("kill", node))
@@ -78,16 +85,18 @@ class FakeDB:
 
     def start(self, backend: object, node: str) -> None:
         self.log.calls.append(("start", node))
-        if node in self.refuses:
+        repaired = ("repair", node) in self.log.calls
+        if node in self.hopeless or (node in self.refuses and not repaired):
             raise BackendError(f"{node}: kraft node exited at start (see nodes/{node}/node.log)")
         self.backend.running.add(node)
 
 
-def make_env(refuses: Sequence[str] = ()) -> tuple[Env, Log, FakeBackend]:
+def make_env(refuses: Sequence[str] = (),
+             hopeless: Sequence[str] = ()) -> tuple[Env, Log, FakeBackend]:
     log = Log()
     backend = FakeBackend()
-    env = Env(backend, FakeDB(log, backend, refuses), list(NODES),  # type: ignore[arg-type]
-              disk=FakeDisk(log))
+    env = Env(backend, FakeDB(log, backend, refuses, hopeless),  # type: ignore[arg-type]
+              list(NODES), disk=FakeDisk(log))
     return env, log, backend
 
 
@@ -148,7 +157,7 @@ def test_power_loss_choices_are_reproducible_from_the_seed() -> None:
     assert first == again
 
 
-def test_a_node_refusing_its_damaged_disk_stays_down_and_no_heal_restarts_it() -> None:
+def test_a_node_refusing_its_damaged_disk_is_repaired_and_restarted() -> None:
     env, log, backend = make_env(refuses=["n2"])
     corrupt = Corrupt(env, ["one"])
     choice = {"target": "one", "nodes": ["n2"], "file": {"n2": "segment"},
@@ -158,11 +167,23 @@ def test_a_node_refusing_its_damaged_disk_stays_down_and_no_heal_restarts_it() -
     assert done["damage"]["n2"]["file"] == "segment.file"
     stopped = corrupt.stop()
     assert "exited at start" in stopped["refused"]["n2"]
+    assert stopped["repaired"] == {"n2": {"repaired": ["segment.file"], "not_repaired": []}}
+    assert "still_refused" not in stopped
+    assert log.calls[2:] == [("start", "n2"), ("repair", "n2"), ("start", "n2")]
+    assert not env.broken and "n2" in backend.running
+
+
+def test_a_node_that_refuses_even_after_repair_stays_down_and_no_heal_restarts_it() -> None:
+    env, log, backend = make_env(hopeless=["n2"])
+    corrupt = Corrupt(env, ["one"])
+    corrupt.start({"target": "one", "nodes": ["n2"], "file": {"n2": "segment"},
+                   "mode": {"n2": "truncate"}, "seeds": {"n2": 1}})
+    stopped = corrupt.stop()
+    assert "exited at start" in stopped["still_refused"]["n2"]
     assert env.broken == {"n2"}
     log.calls.clear()
     corrupt.heal()
-    kill = Kill(env, ["one"])
-    kill.heal()  # another fault's heal leaves it down too
+    Kill(env, ["one"]).heal()  # another fault's heal leaves it down too
     assert ("start", "n2") not in log.calls
     assert "n2" not in backend.running
     # and later faults do not pick it
@@ -239,9 +260,10 @@ def test_disks_mount_over_the_data_directory_and_speak_json() -> None:
     assert all(len(disks.socket(n)) < 60 for n in NODES)
     assert disks.lose_unsynced("n1", True, 42) == lost
     assert backend.argvs[-1][4:] == ["lose-unsynced", "--torn", "--seed", "42"]
-    disks.corrupt("n1", "segment", "truncate", 3)
-    assert backend.argvs[-1][4:] == ["corrupt", "--glob", "**/*.log", "--mode", "truncate",
-                                     "--seed", "3"]
+    disks.corrupt("n1", "quorum-state", "truncate", 3)
+    # the kind asked for first, then the others, for a node that has none of it
+    assert backend.argvs[-1][4:] == ["corrupt", "--glob", "**/quorum-state", "--glob", "**/*.log",
+                                     "--mode", "truncate", "--seed", "3"]
 
 
 def test_disks_report_a_filesystem_that_fails_or_refuses() -> None:

@@ -351,6 +351,36 @@ def test_truncate_corruption_shortens_the_newest_matching_file(
     assert shared.ctl("corrupt", globs=[f"{rel}/*.nothing"], mode="truncate")["file"] is None
 
 
+def test_repair_undoes_flips_and_cuts_newest_first(shared: Mounted, d: Path) -> None:
+    segment, state = d / "00000000000000000000.log", d / "quorum-state"
+    original = bytes(range(256)) * 4
+    write(segment, original, fsync=True)
+    write(state, b'{"leaderEpoch": 7}', fsync=True)
+    rel = str(d.relative_to(shared.root))
+    flipped = shared.ctl("corrupt", globs=[f"{rel}/*.log"], mode="bitflip", seed=3)
+    assert flipped["flipped"] and segment.read_bytes() != original
+    flipped_again = shared.ctl("corrupt", globs=[f"{rel}/*.log"], mode="bitflip", seed=4)
+    cut = shared.ctl("corrupt", globs=[f"{rel}/quorum-state"], mode="truncate", seed=5)
+    assert cut["size_after"] < cut["size_before"]
+    report = shared.ctl("repair")
+    assert {flipped["file"], flipped_again["file"], cut["file"]} <= set(report["repaired"])
+    assert segment.read_bytes() == original
+    assert state.read_bytes() == b'{"leaderEpoch": 7}'
+    assert shared.ctl("repair") == {"repaired": [], "not_repaired": []}  # nothing left to undo
+
+
+def test_a_file_changed_since_its_damage_is_not_repaired(shared: Mounted, d: Path) -> None:
+    f = d / "quorum-state"
+    write(f, b"0123456789", fsync=True)
+    rel = str(d.relative_to(shared.root))
+    shared.ctl("corrupt", globs=[f"{rel}/quorum-state"], mode="truncate", seed=2)
+    write(f, b"rewritten by the node", fsync=True)  # the node wrote to it meanwhile
+    before = f.read_bytes()
+    report = shared.ctl("repair")
+    assert f"{rel}/quorum-state" in report["not_repaired"]
+    assert f.read_bytes() == before
+
+
 # --- the control channel ---------------------------------------------------------------------
 
 

@@ -280,6 +280,9 @@ class Levers:
     def corrupt(self, globs: list[str], mode: str, seed: int) -> dict[str, Any]:
         raise RuntimeError("disk on fire")
 
+    def repair(self) -> dict[str, Any]:
+        return {"repaired": [], "not_repaired": []}
+
     def status(self) -> dict[str, Any]:
         return {"fsyncs": 0}
 
