@@ -139,6 +139,12 @@ class _DownAndBack(Fault):
         self.targets = targets
         self.affected: list[str] = []
 
+    def _pick(self, rng: random.Random) -> tuple[str, list[str]]:
+        """A target drawn from `targets`, and its nodes but those down for good."""
+        target = rng.choice(self.targets)
+        nodes = pick_nodes(target, self.env.nodes, rng, None)
+        return target, [n for n in nodes if n not in self.env.broken]
+
     def _kill(self, node: str) -> None:
         self.killer.kill(self.env.backend, node)
 
@@ -184,9 +190,7 @@ class PowerLoss(_DownAndBack):
     kind = POWER_LOSS
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
-        target = rng.choice(self.targets)
-        nodes = [n for n in pick_nodes(target, self.env.nodes, rng, None)
-                 if n not in self.env.broken]
+        target, nodes = self._pick(rng)
         # a torn prefix of the unsynced writes survives in half the cuts; two in three cuts
         # come after a brownout
         brownout = 0.0 if rng.random() < 1 / 3 else round(rng.uniform(*BROWNOUT), 2)
@@ -216,9 +220,7 @@ class Corrupt(_DownAndBack):
     kind = CORRUPT
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
-        target = rng.choice(self.targets)
-        nodes = [n for n in pick_nodes(target, self.env.nodes, rng, None)
-                 if n not in self.env.broken]
+        target, nodes = self._pick(rng)
         kinds = self.disk.file_kinds()
         return {"target": target, "nodes": nodes,
                 "file": {n: rng.choice(kinds) for n in nodes},
