@@ -4,8 +4,9 @@ The syntax is `reference_node.properties`'s (Java's); this module gives the entr
 Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
 key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
 follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
-`unsafe`, `read.mode`, `metrics.port`, `client.voters`, `shutdown.timeout.ms` and
-`controller.quorum.fetch.snapshot.max.bytes` are this project's own. `unsafe` takes the core's
+`unsafe`, `read.mode`, `metrics.port`, `client.voters`, `shutdown.timeout.ms`, `events.dir` (where
+`events.jsonl` goes; `metadata.log.dir` by default: the harness keeps it off the disk its faults
+break) and `controller.quorum.fetch.snapshot.max.bytes` are this project's own. `unsafe` takes the core's
 switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader` is the user-facing name of
 one of them, `stale-leader-reads`, and adds it to `unsafe`.
 
@@ -129,6 +130,7 @@ class NodeConfig:
     unsafe: frozenset[Unsafe] = frozenset()
     read_mode: str = "linearizable"
     metrics_port: int = 0
+    events_dir: Path | None = None  # None: metadata_log_dir
     cluster_id: str | None = None
     client_voters: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
     routes: dict[int, Endpoint] = dataclasses.field(default_factory=dict)
@@ -402,6 +404,7 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "unsafe": ("unsafe", _unsafe),
     "read.mode": ("read_mode", _one_of(READ_MODES)),
     "metrics.port": ("metrics_port", _int_in(0, 65535)),
+    "events.dir": ("events_dir", lambda v: Path(v) if v else None),
     "cluster.id": ("cluster_id", _cluster_id),
     "client.voters": ("client_voters", _voters),
     "controller.quorum.routes": ("routes", _voters),

@@ -65,7 +65,7 @@ from reference_node.storage.meta import random_uuid
 ROUTES = "controller.quorum.routes"
 HARNESS_KEYS = ("node.id", "process.roles", "controller.quorum.voters", "listeners",
                 "controller.listener.names", "metadata.log.dir", "client.voters", "metrics.port",
-                "cluster.id")
+                "cluster.id", "events.dir")
 # ... and those it writes instead of controller.quorum.voters for a dynamic quorum (membership)
 DYNAMIC_KEYS = ("controller.quorum.bootstrap.servers", ROUTES)
 
@@ -147,6 +147,9 @@ def properties(backend: Backend, nodes: list[str], node: str,
         "metadata.log.dir": f"{backend.node_dir(node)}/{DATA}",
         "client.voters": ",".join(clients),
         "metrics.port": str(backend.bind_address(node, "metrics")[1]),
+        # the harness's evidence, beside the data rather than in it: a disk nemesis's power cut
+        # must not take the node's account of what it did (events are never fsynced)
+        "events.dir": backend.node_dir(node),
         **overrides,
     }
     return render(settings)
@@ -417,7 +420,7 @@ class ReferenceDB(DB):
 
     def collect(self, backend: Backend, node: str, into: Path) -> None:
         into.mkdir(parents=True, exist_ok=True)
-        for name in (LOG, CONFIG, DATA, TLS_DIR):
+        for name in (LOG, CONFIG, EVENTS, DATA, TLS_DIR):
             with contextlib.suppress(BackendError):
                 backend.fetch(node, self._path(backend, node, name), into)
         events = next(iter(sorted(into.joinpath(DATA).rglob(EVENTS))), None)

@@ -17,6 +17,7 @@ EVENTS_FILE = "events.jsonl"
 
 class EventsWriter:
     def __init__(self, directory: Path, node_id: int) -> None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
         self.path = Path(directory) / EVENTS_FILE
         self.node_id = node_id
         self._file: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115

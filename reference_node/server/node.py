@@ -158,7 +158,7 @@ class NodeHost:
         self.cluster_id = self.disk.cluster_id
         for line in self.disk.recovery.describe() if self.disk.recovery else ():
             log.warning("log recovery: %s", line)
-        self.events = EventsWriter(cfg.metadata_log_dir, cfg.node_id)
+        self.events = EventsWriter(cfg.events_dir or cfg.metadata_log_dir, cfg.node_id)
         start = self.disk.open_snapshots()  # its notes are in the recovery report, logged above
         self._log_invalid = start.log_invalid
         state, entries = self.disk.initial_state()
