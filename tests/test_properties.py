@@ -103,6 +103,7 @@ def test_the_harness_writes_the_node_config_it_means() -> None:
         "metadata.log.dir": "/runs/run #1: a=b \\ é/n2/data",
         "client.voters": "1@127.0.0.1:9001,2@127.0.0.1:9002,3@127.0.0.1:9003",
         "metrics.port": "9102",
+        "events.dir": "/runs/run #1: a=b \\ é/n2",
         **overrides,
     }
     config = from_properties(props)
