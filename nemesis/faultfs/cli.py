@@ -101,7 +101,7 @@ def _say(message: str) -> None:
 def _check(args: argparse.Namespace) -> int:
     reason = check_usable()
     if reason is not None:
-        print(f"{PROG}: {reason}")
+        _say(reason)
         return EXIT_UNAVAILABLE
     print(f"{PROG}: this host can mount")
     return 0
@@ -151,7 +151,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _mount(args: argparse.Namespace) -> int:
     reason = check_usable()
     if reason is not None:
-        print(f"{PROG}: {reason}")
+        _say(reason)
         return EXIT_UNAVAILABLE
     backing = os.path.realpath(args.backing)
     mountpoint = os.path.realpath(args.mountpoint)

@@ -328,8 +328,8 @@ def test_check_says_what_is_missing_without_a_fuse_device(
     assert reason is not None and missing in reason and "--device /dev/fuse" in reason
     monkeypatch.setenv("KRAFT_FAULTFS_DEVICE", missing)
     assert main(["check"]) == 69
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1 and "apt-get install fuse3" in out
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.count("\n") == 1 and "apt-get install fuse3" in said.err
 
 
 def test_check_of_a_device_that_does_not_open(tmp_path: Path) -> None:
