@@ -17,6 +17,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nemesis.disk import KINDS as DISK_KINDS
 from reference_node.raft.config import Unsafe
 
 
@@ -62,6 +63,11 @@ class TestConfig:
     def membership(self) -> bool:
         """Whether the run changes its voters (and so deploys spares, voters in the log)."""
         return MEMBERSHIP in self.nemesis
+
+    @property
+    def disk_faults(self) -> bool:
+        """Whether a disk nemesis runs (and so the fault filesystem goes under every node)."""
+        return bool(set(self.nemesis) & set(DISK_KINDS))
 
     def spare_nodes(self) -> list[str]:
         """The spares' names (none without the membership nemesis): n<k> for the next free k."""

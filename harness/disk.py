@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,6 @@ def unusable(backend: Backend, db: object) -> str | None:
     if backend.name == "docker":
         # the filesystem runs inside the node containers, from the node image; the host only
         # lends them its FUSE device
-        import os
-
         if not os.path.exists("/dev/fuse"):
             return ("this host has no /dev/fuse to give the node containers "
                     "(modprobe fuse, or apt-get install fuse3)")

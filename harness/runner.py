@@ -43,7 +43,6 @@ from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
-from nemesis.disk import KINDS as DISK_KINDS
 from nemesis.membership import CanChangeMembership
 from nemesis.registry import build
 from nemesis.schedule import Schedule
@@ -169,10 +168,9 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                     out: TextIO, problems: list[str], test: dict[str, Any]) -> None:
     """`test` (test.json) gains what only the deployment learns (the membership facts)."""
     nodes = config.all_nodes()
-    disk_faults = bool(set(config.nemesis) & set(DISK_KINDS))
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
                        nodes=nodes, ports=target.ports, run_dir=run_dir,
-                       options={"fuse": "1"} if disk_faults else {})
+                       options={"fuse": "1"} if config.disk_faults else {})
     db = target.db()
     membership = _membership(config, db, test)
     disks: Disks | None = None
@@ -181,7 +179,7 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
         log(f"backend {backend.name}: setup")
         backend.setup(spec)
         try:
-            if disk_faults and isinstance(db, HasDataDir):
+            if config.disk_faults and isinstance(db, HasDataDir):
                 log("disks: mounting the fault filesystem under each node's data")
                 disks = Disks(backend, db, nodes, spec.run_id)
                 disks.mount_all()

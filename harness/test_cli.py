@@ -27,7 +27,6 @@ from harness.config import (
     parse_nodes,
 )
 from harness.store import valid_name
-from nemesis.disk import KINDS as DISK_KINDS
 from nemesis.lagging import DURATION as LAGGING_DURATION
 from nemesis.partition import SHAPES
 from nemesis.registry import DEFAULT_KINDS, KINDS, available
@@ -181,8 +180,7 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"--node-config: {problem}")
         backend, note = backends.make(config.backend)
         db = target.db()
-        disk_why = (disk.unusable(backend, db) if set(config.nemesis) & set(DISK_KINDS)
-                    else None)
+        disk_why = disk.unusable(backend, db) if config.disk_faults else None
         can = available(backend, db, disk_why)
         refused = {k: why for k, why in can.items() if k in config.nemesis and why}
         if refused and args.nemesis is not None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import abc
 import random
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from contracts.backend import Backend
 from contracts.target import DB, HasLeader
@@ -65,6 +67,29 @@ class Fault(abc.ABC):
     @abc.abstractmethod
     def heal(self) -> None:
         """Undo every trace of this kind of fault, whatever happened before. Idempotent."""
+
+
+T = TypeVar("T")
+
+
+def on_each(nodes: list[str], action: Callable[[str], T]) -> dict[str, T]:
+    """`action(node)` on every node at once (a power cut, a restart after one, hits them
+    together: one slow node must not stagger the others); node -> result, in order. The first
+    failure, in node order, is raised once all are done."""
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = {node: pool.submit(action, node) for node in nodes}
+        return {node: future.result() for node, future in futures.items()}
+
+
+def choose_nodes(env: Env, targets: list[str], rng: random.Random) -> dict[str, Any]:
+    """A node fault's choice: a target drawn from `targets`, its nodes, and for `leader` the
+    leader the target asked (None: unknown, a random node then)."""
+    target = rng.choice(targets)
+    leader = env.leader() if target == "leader" else None
+    return {"target": target, "nodes": pick_nodes(target, env.nodes, rng, leader),
+            **({"leader": leader} if target == "leader" else {})}
 
 
 def pick_nodes(target: str, nodes: list[str], rng: random.Random,

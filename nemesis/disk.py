@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
 from contracts.backend import BackendError
 from contracts.target import CanKill
-from nemesis.base import Env, Fault, pick_nodes
+from nemesis.base import Env, Fault, choose_nodes, on_each, pick_nodes
 
 FSYNC_STALL = "fsync-stall"
 POWER_LOSS = "power-loss"
@@ -83,15 +82,6 @@ def _disk(env: Env) -> CanFaultDisk:
     return env.disk
 
 
-def _each(nodes: list[str], action: Any) -> dict[str, Any]:
-    """`action(node)` on every node at once (a power cut hits them together); node -> result."""
-    if not nodes:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        futures = {node: pool.submit(action, node) for node in nodes}
-        return {node: future.result() for node, future in futures.items()}
-
-
 class FsyncStall(Fault):
     kind = FSYNC_STALL
 
@@ -102,19 +92,16 @@ class FsyncStall(Fault):
         self.affected: list[str] = []
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
-        target = rng.choice(self.targets)
-        leader = self.env.leader() if target == "leader" else None
-        return {"target": target, "nodes": pick_nodes(target, self.env.nodes, rng, leader),
-                **({"leader": leader} if target == "leader" else {})}
+        return choose_nodes(self.env, self.targets, rng)
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
         self.affected = list(choice["nodes"])
-        _each(self.affected, self.disk.stall)
+        on_each(self.affected, self.disk.stall)
         return choice
 
     def stop(self) -> dict[str, Any]:
         healed, self.affected = self.affected, []
-        statuses = _each(healed, self._heal)
+        statuses = on_each(healed, self._heal)
         return {"nodes": healed,
                 "fsyncs_stalled": {n: s.get("fsyncs_stalled") for n, s in statuses.items()}}
 
@@ -124,7 +111,7 @@ class FsyncStall(Fault):
 
     def heal(self) -> None:
         self.affected = []
-        _each(list(self.env.nodes), self.disk.heal)
+        on_each(list(self.env.nodes), self.disk.heal)
 
 
 class _DownAndBack(Fault):
@@ -155,7 +142,7 @@ class _DownAndBack(Fault):
             return {"nodes": restarted}
         # The node said no to its damaged disk, as it should rather than serve from it. The
         # operator restores the damaged files, and the run goes on with a whole cluster.
-        repaired = _each(list(refused), self.disk.repair)
+        repaired = on_each(list(refused), self.disk.repair)
         still = self._restart(list(refused))
         return {"nodes": restarted, "refused": refused, "repaired": repaired,
                 **({"still_refused": still} if still else {})}
@@ -182,7 +169,7 @@ class _DownAndBack(Fault):
                 return
             self.env.broken.discard(node)
 
-        _each(nodes, start)
+        on_each(nodes, start)
         return refused
 
 
@@ -201,7 +188,7 @@ class PowerLoss(_DownAndBack):
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
         self.affected = list(choice["nodes"])
         if choice.get("brownout"):
-            _each(self.affected, self.disk.stall)
+            on_each(self.affected, self.disk.stall)
             time.sleep(choice["brownout"])
 
         def cut(node: str) -> dict[str, Any]:
@@ -213,7 +200,7 @@ class PowerLoss(_DownAndBack):
                     "kept_bytes": lost.get("kept_bytes"),
                     "files": len(lost.get("files") or {})}
 
-        return {**choice, "lost": _each(self.affected, cut)}
+        return {**choice, "lost": on_each(self.affected, cut)}
 
 
 class Corrupt(_DownAndBack):
@@ -237,4 +224,4 @@ class Corrupt(_DownAndBack):
             return {k: done.get(k) for k in ("file", "mode", "size_before", "size_after",
                                              "flipped")}
 
-        return {**choice, "damage": _each(self.affected, damage)}
+        return {**choice, "damage": on_each(self.affected, damage)}

@@ -8,11 +8,10 @@ only what reached the disk survives).
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from contracts.target import CanKill, CanPause
-from nemesis.base import Env, Fault, pick_nodes
+from nemesis.base import Env, Fault, choose_nodes, on_each
 
 PAUSE_TARGETS = ("one", "leader", "minority")
 KILL_TARGETS = ("one", "leader", "minority", "all")
@@ -25,11 +24,7 @@ class _NodeFault(Fault):
         self.affected: list[str] = []
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
-        target = rng.choice(self.targets)
-        leader = self.env.leader() if target == "leader" else None
-        chosen = pick_nodes(target, self.env.nodes, rng, leader)
-        return {"target": target, "nodes": chosen,
-                **({"leader": leader} if target == "leader" else {})}
+        return choose_nodes(self.env, self.targets, rng)
 
 
 class Pause(_NodeFault):
@@ -85,9 +80,5 @@ class Kill(_NodeFault):
 
     def _start_all(self, nodes: list[str]) -> None:
         # together, as after a power cut: one slow start must not stagger the others
-        nodes = [n for n in nodes if n not in self.env.broken]
-        if not nodes:
-            return
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            for future in [pool.submit(self.env.db.start, self.env.backend, n) for n in nodes]:
-                future.result()
+        on_each([n for n in nodes if n not in self.env.broken],
+                lambda node: self.env.db.start(self.env.backend, node))

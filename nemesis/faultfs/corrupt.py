@@ -62,23 +62,23 @@ def bitflip(path: Path, rng: random.Random) -> tuple[int, list[tuple[int, int]]]
     try:
         size = os.fstat(fd).st_size
         flips = flips_for(size, rng)
-        for byte, bit in flips:
-            old = os.pread(fd, 1, byte)[0]
-            os.pwrite(fd, bytes([old ^ (1 << bit)]), byte)
+        _flip(fd, flips)
         os.fsync(fd)
         return size, flips
     finally:
         os.close(fd)
 
 
-def truncate(path: Path, rng: random.Random) -> tuple[int, int]:
-    """Cut 1..size bytes off the end of `path` (fsynced); its sizes before and after."""
-    size, after, _ = truncate_keeping(path, rng)
-    return size, after
+def _flip(fd: int, flips: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> None:
+    """Flip each (byte, bit) of the open file: a second call with the same pairs undoes it."""
+    for byte, bit in flips:
+        old = os.pread(fd, 1, byte)[0]
+        os.pwrite(fd, bytes([old ^ (1 << bit)]), byte)
 
 
-def truncate_keeping(path: Path, rng: random.Random) -> tuple[int, int, bytes]:
-    """`truncate`, also returning the bytes cut off (for `undo`)."""
+def truncate(path: Path, rng: random.Random) -> tuple[int, int, bytes]:
+    """Cut 1..size bytes off the end of `path` (fsynced); its sizes before and after, and the
+    bytes cut off (for `undo`)."""
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
@@ -109,9 +109,7 @@ def undo(path: Path, damage: Damage) -> bool:
         if damage.flipped:
             if any(byte >= size for byte, _ in damage.flipped):
                 return False
-            for byte, bit in damage.flipped:
-                old = os.pread(fd, 1, byte)[0]
-                os.pwrite(fd, bytes([old ^ (1 << bit)]), byte)
+            _flip(fd, damage.flipped)
         elif damage.tail:
             if size != damage.offset:
                 return False

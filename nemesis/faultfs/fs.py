@@ -53,7 +53,7 @@ from . import corrupt as damage
 from .control import ControlServer
 from .gate import FsyncGate, Interrupted
 from .host import use_libfuse3
-from .state import FileState, Pread, apply_plan
+from .state import FileState, Op, Pread, apply_plan
 
 use_libfuse3()
 import mfusepy  # noqa: E402  (after the library is chosen)
@@ -157,10 +157,12 @@ class FaultFs(mfusepy.Operations):
         """The state's unsynced data written to the backing file (not fsynced)."""
         state = tracked.state
         if state.dirty:
-            fd = tracked.fd
-            apply_plan(state.sync_plan(), functools.partial(os.pwrite, fd),
-                       functools.partial(os.ftruncate, fd))
+            _apply(state.sync_plan(), tracked.fd)
             state.synced()
+
+    def _tracked_at(self, st: os.stat_result) -> Tracked | None:
+        """The state of the inode `st` describes, if it has one. Under the lock."""
+        return self.states.get((st.st_dev, st.st_ino))
 
     def _handle(self, fh: int | None) -> Handle | None:
         return None if fh is None else self.handles.get(fh)
@@ -187,7 +189,7 @@ class FaultFs(mfusepy.Operations):
         else:
             raise mfusepy.FuseOSError(errno.ENOENT)
         with self._mutex:
-            tracked = self.states.get((st.st_dev, st.st_ino))
+            tracked = self._tracked_at(st)
             if tracked is not None and tracked.state.dirty:
                 state = tracked.state
                 mtime = state.mtime_ns or 0
@@ -266,7 +268,7 @@ class FaultFs(mfusepy.Operations):
             os.utime(full, ns=(atime, mtime))
         st = os.lstat(full)
         with self._mutex:
-            tracked = self.states.get((st.st_dev, st.st_ino))
+            tracked = self._tracked_at(st)
             if tracked is not None:
                 tracked.state.mtime_ns = None
         return 0
@@ -434,8 +436,7 @@ class FaultFs(mfusepy.Operations):
                 gone = os.fstat(fd).st_nlink == 0
                 if torn and not gone:
                     cut = state.torn_plan(rng)
-                    apply_plan(cut.plan, functools.partial(os.pwrite, fd),
-                               functools.partial(os.ftruncate, fd))
+                    _apply(cut.plan, fd)
                     kept, dropped = cut.kept_bytes, cut.dropped_bytes
                 else:
                     kept, dropped = 0, state.unsynced_bytes
@@ -461,8 +462,7 @@ class FaultFs(mfusepy.Operations):
             if chosen is None:
                 return {"file": None, "mode": mode, "size_before": None, "size_after": None,
                         "flipped": []}
-            st = chosen.stat()
-            tracked = self.states.get((st.st_dev, st.st_ino))
+            tracked = self._tracked_at(chosen.stat())
             if tracked is not None:
                 self._write_back(tracked)
             flipped: list[tuple[int, int]] = []
@@ -471,7 +471,7 @@ class FaultFs(mfusepy.Operations):
                 after = before
                 done = damage.Damage(flipped=tuple(flipped))
             else:
-                before, after, tail = damage.truncate_keeping(chosen, rng)
+                before, after, tail = damage.truncate(chosen, rng)
                 done = damage.Damage(offset=after, tail=tail)
             if tracked is not None:
                 tracked.state.reset(after)
@@ -491,11 +491,14 @@ class FaultFs(mfusepy.Operations):
             damaged, self._damaged = self._damaged, []
             for path, done in reversed(damaged):
                 rel = path.relative_to(root).as_posix()
-                st = path.stat() if path.exists() else None
-                tracked = self.states.get((st.st_dev, st.st_ino)) if st is not None else None
+                try:
+                    tracked = self._tracked_at(path.stat())
+                except FileNotFoundError:  # deleted since: nothing to restore
+                    missed.append(rel)
+                    continue
                 if tracked is not None:
                     self._write_back(tracked)
-                if st is not None and damage.undo(path, done):
+                if damage.undo(path, done):
                     if tracked is not None:
                         tracked.state.reset(path.stat().st_size)
                     repaired.append(rel)
@@ -507,10 +510,15 @@ class FaultFs(mfusepy.Operations):
     def _mtime_ns(self, path: Path) -> int:
         """The modification time the mount shows (an unsynced write counts). Under the lock."""
         st = path.stat()
-        tracked = self.states.get((st.st_dev, st.st_ino))
+        tracked = self._tracked_at(st)
         if tracked is not None and tracked.state.mtime_ns is not None:
             return max(st.st_mtime_ns, tracked.state.mtime_ns)
         return st.st_mtime_ns
+
+
+def _apply(plan: list[Op], fd: int) -> None:
+    """A state's plan (writes and truncations) carried out on the backing descriptor `fd`."""
+    apply_plan(plan, functools.partial(os.pwrite, fd), functools.partial(os.ftruncate, fd))
 
 
 _PINNED = threading.local()

@@ -238,11 +238,12 @@ def test_truncate_cuts_at_least_a_byte_off_the_end(tmp_path: Path) -> None:
     path = tmp_path / "f"
     for seed in range(20):
         path.write_bytes(b"0123456789")
-        before, after = corrupt.truncate(path, random.Random(seed))
+        before, after, tail = corrupt.truncate(path, random.Random(seed))
         assert before == 10 and 0 <= after < 10
         assert path.read_bytes() == b"0123456789"[:after]
+        assert tail == b"0123456789"[after:]
     path.write_bytes(b"")
-    assert corrupt.truncate(path, random.Random(0)) == (0, 0)
+    assert corrupt.truncate(path, random.Random(0)) == (0, 0, b"")
     assert corrupt.bitflip(path, random.Random(0)) == (0, [])
 
 
