@@ -24,7 +24,7 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 64
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="kraft check", description=__doc__.split("\n")[0])
     parser.add_argument("path", type=Path, help="a run directory, or a history.jsonl")
-    parser.add_argument("--model", choices=["append", "register", "kv"],
+    parser.add_argument("--model", choices=sorted(compose.MODELS),
                         help="the workload to judge (default: test.json's, else append)")
     parser.add_argument("--max-states", type=_non_negative, metavar="N",
                         help="budget of the register/kv search, in states explored (default "

@@ -1,6 +1,7 @@
 """The checkers composed into results.json: one composition per history model, and `check_run`.
 
-A workload declares which of these judges it (workloads/: `append` -> `check_log`); a stored
+A workload declares which of these judges it (workloads/: `append` -> `check_log`, `kv` ->
+`check_kv`, `brokers` -> `check_brokers`: the fencing checker of issue 17); a stored
 history, which carries only its model's name (test.json's `workload`), is judged by `check` through
 `MODELS`, the models the checkers know (`kraft check --model`).
 
@@ -34,6 +35,7 @@ from checkers import (
     availability,
     completeness,
     cyclic_gc,
+    fencing,
     linearizable,
     log_anomalies,
     log_linearizable,
@@ -95,7 +97,24 @@ def check_kv(history: list[Op], test: Mapping[str, Any],
     return _check(history, test, nodes, _model_suite("kv"))
 
 
-MODELS: dict[str, Checker] = {"append": check_log, "register": check_register, "kv": check_kv}
+def check_brokers(history: list[Op], test: Mapping[str, Any],
+                  nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """The `brokers` workload's: the fencing checker (checkers/fencing.py) on the describes, the
+    nemesis ops, test.json's brokers and timings and the nodes' events and logs; with node data,
+    raft-invariants and snapshots as for every workload."""
+    node_data = _NodeDataOnce(nodes) if nodes else None
+
+    def suite(history: list[Op], options: Mapping[str, Any],
+              verdicts: _Verdicts) -> append_history.AppendHistory | None:
+        verdicts.run("fencing", lambda: fencing.check(
+            history, test, node_data() if node_data is not None else []))
+        return None
+
+    return _check(history, test, nodes, suite, node_data)
+
+
+MODELS: dict[str, Checker] = {"append": check_log, "register": check_register, "kv": check_kv,
+                              "brokers": check_brokers}
 
 
 def _log_suite(history: list[Op], options: Mapping[str, Any],
@@ -157,14 +176,15 @@ def damaged_snapshots(history: list[Op]) -> dict[str, list[float]]:
 
 
 def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
-           suite: Suite) -> dict[str, Any]:
+           suite: Suite, shared: _NodeDataOnce | None = None) -> dict[str, Any]:
+    """`shared`: the node data the suite read already, if it read it (read once per check)."""
     given = test.get("checker")
     options: Mapping[str, Any] = given if isinstance(given, dict) else {}
     verdicts = _Verdicts()
     parsed = suite(history, options, verdicts)
     if nodes:
         acked = _acked(parsed)
-        node_data = _NodeDataOnce(nodes)
+        node_data = shared if shared is not None else _NodeDataOnce(nodes)
         verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
         # snapshot/log invariants: the append history's reads and acks are evidence too; other
         # workloads (kv) are judged on the node data alone

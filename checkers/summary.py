@@ -25,6 +25,7 @@ def render(results: dict[str, Any], history: list[Op]) -> str:
     lines += _checkers(results.get("checkers") or {})
     lines += _snapshots((results.get("checkers") or {}).get("snapshots") or {})
     lines += _membership((results.get("checkers") or {}).get("membership") or {})
+    lines += _brokers((results.get("checkers") or {}).get("fencing") or {})
     lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
     valid = results.get("valid")
     reason = results.get("reason") if valid is not True and valid is not False else None
@@ -118,6 +119,26 @@ def _membership(result: dict[str, Any]) -> list[str]:
     lines.append(f"  asked {result.get('requested', 0)}" + (f": {outcomes}" if outcomes else "")
                  + (f"; final voters {' '.join(result['final_voters'])}"
                     if result.get("final_voters") else ""))
+    return lines
+
+
+def _brokers(result: dict[str, Any]) -> list[str]:
+    """What the fencing checker saw of each broker: registrations, fences, its clients' answers."""
+    brokers = result.get("brokers")
+    if not isinstance(brokers, dict) or not brokers:
+        return []
+    lines = ["brokers:"]
+    for name, seen in brokers.items():
+        registrations = seen.get("registrations") or []
+        epochs = ", ".join(str(r.get("epoch")) for r in registrations[:6]) \
+            + (", ..." if len(registrations) > 6 else "")
+        incarnations = len({r.get("incarnation") for r in registrations})
+        answers = ", ".join(f"{k}={v}" for k, v in (seen.get("answers") or {}).items())
+        lines.append(f"  {name}: {len(registrations)} registration(s)"
+                     + (f" (epochs {epochs}; {incarnations} incarnation(s))"
+                        if registrations else "")
+                     + f", {len(seen.get('fences') or [])} fence(s)"
+                     + (f"; answers {answers}" if answers else ""))
     return lines
 
 

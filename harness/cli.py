@@ -22,6 +22,8 @@ EXIT_CRASH = 3
 COMMANDS: dict[str, tuple[str, str]] = {
     "node": ("reference_node.cli", "run a reference KRaft node, or `node format` its directory"),
     "quorum": ("reference_node.quorum_cli", "describe the quorum, like kafka-metadata-quorum.sh"),
+    "cluster": ("reference_node.brokers_cli", "`cluster brokers`: the registered brokers and "
+                "their state"),
     "simulate": ("reference_node.raft.simulate_cli", "deterministic simulation of Raft cores"),
     "test": ("harness.test_cli", "one test run: deploy, run workload and nemesis, check, store"),
     "check": ("checkers.cli", "re-run the checkers on a stored run or history"),

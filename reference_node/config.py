@@ -48,6 +48,25 @@ Kafka's `ssl.*` keys with PEM stores (`reference_node/wire/tls.py` says which), 
 its peers with the protocol of the first of `controller.listener.names`, with the same key and
 trust stores, as Kafka's controllers do. The PEM files are read while the configuration is
 checked, so that a missing or unreadable one is a `ConfigError` naming the key and the path.
+
+Roles (`process.roles`): `controller` (a voter or observer of the quorum) or `broker` (an observer
+of the metadata log that registers with the active controller and heartbeats: BrokerRegistration
+and BrokerHeartbeat). Kafka's combined `broker,controller` is refused with its reason: the core's
+broker is an observer, never a voter. The broker keys and defaults
+are the core's (`RaftConfig`): `broker.session.timeout.ms` (9000; Kafka's name: the controller
+fences a broker that has not heartbeated for this long), `broker.heartbeat.interval.ms` (2000;
+Kafka's), and `broker.heartbeat.timeout.ms` (12000; this project's: a broker that has had no
+heartbeat answered for this long fences itself), which must exceed the session timeout, as the
+proposal requires, so that a broker never serves longer than the controller lets it. The check
+is made on every node, whatever its roles: the three keys are the cluster's settings. A broker
+needs a quorum to follow (`controller.quorum.voters` or `controller.quorum.bootstrap.servers`)
+and a `node.id` that is no voter's. It keeps the listeners a controller has (the minimal
+choice): `listeners[0]` is where it serves clients, its peers never dial it; unlike a
+controller's, its `listeners` need not name a `controller.listener.names` entry (Kafka's brokers
+must not), which then only gives the protocol it dials the controllers with. What it advertises
+in its registration is `advertised.listeners` (Kafka's key; the first entry), else its
+`client.voters` entry, else `listeners[0]`; that port must not be 0 (a port the OS picks cannot
+be advertised before it is known).
 """
 
 from __future__ import annotations
@@ -105,6 +124,7 @@ class NodeConfig:
     listeners: tuple[Listener, ...]
     metadata_log_dir: Path
     process_roles: tuple[str, ...] = ("controller",)
+    advertised_listeners: tuple[Listener, ...] = ()
     bootstrap_servers: tuple[Endpoint, ...] = ()
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     # Kafka's defaults, kept in one place: the core's RaftConfig.
@@ -115,6 +135,10 @@ class NodeConfig:
     retry_backoff_ms: int = _KAFKA_DEFAULTS.retry_backoff_ms
     append_linger_ms: int = _KAFKA_DEFAULTS.append_linger_ms
     shutdown_timeout_ms: int = 5000
+    # brokers (issue 17): the controller's session, the broker's heartbeat period and self-fence
+    broker_session_timeout_ms: int = _KAFKA_DEFAULTS.broker_session_timeout_ms
+    broker_heartbeat_interval_ms: int = _KAFKA_DEFAULTS.broker_heartbeat_interval_ms
+    broker_heartbeat_timeout_ms: int = _KAFKA_DEFAULTS.broker_heartbeat_timeout_ms
     # KIP-630 snapshots and retention (Kafka's KRaftConfigs), and the FetchSnapshot chunk (ours)
     snapshot_max_record_bytes: int = _KAFKA_DEFAULTS.snapshot_max_record_bytes
     snapshot_interval_ms: int = _KAFKA_DEFAULTS.snapshot_interval_ms
@@ -162,6 +186,23 @@ class NodeConfig:
         if node_id == self.node_id:
             return self.listen
         return self.voters.get(node_id)
+
+    @property
+    def is_broker(self) -> bool:
+        """`broker` is among `process.roles`: the node registers and heartbeats."""
+        return "broker" in self.process_roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    @property
+    def advertised(self) -> Endpoint:
+        """Where clients reach this node, as a broker registers it: `advertised.listeners`,
+        else its `client.voters` entry, else `listeners[0]`."""
+        if self.advertised_listeners:
+            return self.advertised_listeners[0].endpoint
+        return self.client_voters.get(self.node_id, self.listen)
 
     @property
     def is_voter(self) -> bool:
@@ -280,10 +321,18 @@ def _names(v: str) -> tuple[str, ...]:
     return names
 
 
+ROLES = (("controller",), ("broker",))
+
+
 def _roles(v: str) -> tuple[str, ...]:
-    roles = tuple(_items(v))
-    if roles != ("controller",):
-        raise ValueError("controller (this node is a KRaft controller only)")
+    """One of `ROLES`. Both roles at once (Kafka's combined mode) are refused: the core's
+    broker is an observer, so a voter cannot be one (raft/core.py)."""
+    items = [x.lower() for x in _items(v)]
+    roles = tuple(sorted(set(items)))
+    if len(roles) != len(items) or roles not in ROLES:
+        combined = " (broker,controller is not supported: run the broker as a node of its own)" \
+            if roles == ("broker", "controller") else ""
+        raise ValueError("controller | broker" + combined)
     return roles
 
 
@@ -378,6 +427,7 @@ _ELECT_MS = _int_in(1, 3_600_000)
 KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "node.id": ("node_id", _int_in(0, 2**31 - 1)),
     "process.roles": ("process_roles", _roles),
+    "advertised.listeners": ("advertised_listeners", _listeners),
     "controller.quorum.voters": ("voters", _voters),
     "controller.quorum.bootstrap.servers": ("bootstrap_servers", _endpoints),
     "listeners": ("listeners", _listeners),
@@ -390,6 +440,9 @@ KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "controller.quorum.retry.backoff.ms": ("retry_backoff_ms", _int_in(0, 3_600_000)),
     "controller.quorum.append.linger.ms": ("append_linger_ms", _int_in(0, 60_000)),
     "shutdown.timeout.ms": ("shutdown_timeout_ms", _int_in(0, 3_600_000)),
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", _int_in(1, 3_600_000)),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int_in(1, 3_600_000)),
+    "broker.heartbeat.timeout.ms": ("broker_heartbeat_timeout_ms", _int_in(1, 3_600_000)),
     "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_record_bytes",
                                                         _int_in(1, 2**63 - 1)),
     "metadata.log.max.snapshot.interval.ms": ("snapshot_interval_ms", _int_in(0, 2**63 - 1)),
@@ -458,7 +511,8 @@ def _describe(key: str) -> str:
 
 def _check_consistency(cfg: NodeConfig) -> None:
     names = {listener.name for listener in cfg.listeners}
-    if not names & set(cfg.controller_listener_names):
+    _check_broker(cfg)
+    if cfg.is_controller and not names & set(cfg.controller_listener_names):
         raise ConfigError(
             "controller.listener.names",
             f"none of {list(cfg.controller_listener_names)} is among listeners {sorted(names)}",
@@ -471,6 +525,31 @@ def _check_consistency(cfg: NodeConfig) -> None:
                           f"({cfg.socket_request_max_bytes})",
                           "-1 or 0 (unbounded) or at least socket.request.max.bytes")
     _check_security(cfg)
+
+
+def _check_broker(cfg: NodeConfig) -> None:
+    """The broker timeouts (on every node: they are the cluster's), and a broker's identity."""
+    if cfg.broker_heartbeat_timeout_ms <= cfg.broker_session_timeout_ms:
+        raise ConfigError("broker.heartbeat.timeout.ms",
+                          f"{cfg.broker_heartbeat_timeout_ms} is not above "
+                          f"broker.session.timeout.ms ({cfg.broker_session_timeout_ms})",
+                          "more than broker.session.timeout.ms, so that a broker fences itself "
+                          "only after the controller has fenced it")
+    if cfg.broker_heartbeat_interval_ms >= cfg.broker_session_timeout_ms:
+        raise ConfigError("broker.heartbeat.interval.ms",
+                          f"{cfg.broker_heartbeat_interval_ms} is not below "
+                          f"broker.session.timeout.ms ({cfg.broker_session_timeout_ms})",
+                          "less than broker.session.timeout.ms (a few heartbeats per session)")
+    if not cfg.is_broker:
+        return
+    if cfg.node_id in cfg.voters:
+        raise ConfigError("node.id", f"{cfg.node_id} is a voter in controller.quorum.voters, "
+                          "and process.roles=broker",
+                          "a broker id that is no voter's")
+    if cfg.advertised.port == 0:
+        raise ConfigError("advertised.listeners" if cfg.advertised_listeners else "listeners",
+                          "port 0 on a broker (it must advertise its port when it registers)",
+                          "NAME://HOST:PORT with a port in 1..65535")
 
 
 def _check_security(cfg: NodeConfig) -> None:

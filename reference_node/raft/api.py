@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reference_node.raft.brokers import BrokerInfo
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, ErrorCode, Message, SnapshotId
 from reference_node.raft.voters import Voter, VoterSet
@@ -52,7 +53,8 @@ class ClientAppend:
 @dataclass(frozen=True, slots=True)
 class ClientRead:
     """A linearizable read of the committed log from `from_offset`, or with `image`, of the
-    state machine's kv map (the `kv` workload's reads). Answered by a `ReadReply`."""
+    state machine's kv map and brokers (the `kv` workload's reads, the `__brokers` view on a
+    controller). Answered by a `ReadReply`."""
 
     request_id: int
     from_offset: int
@@ -68,9 +70,11 @@ class LogFlushed:
 
 @dataclass(frozen=True, slots=True)
 class Shutdown:
-    """Graceful shutdown: a leader resigns and sends EndQuorumEpoch to the voters. The host keeps
-    stepping the core until `RaftCore.shutdown_complete` (the next leader is known: the voters have
-    heard, and this node's vote was there for the successor) or its shutdown timeout passes."""
+    """Graceful shutdown: a leader resigns and sends EndQuorumEpoch to the voters; a broker starts
+    its controlled shutdown (heartbeats want_shutdown). The host keeps stepping the core until
+    `RaftCore.shutdown_complete` (the next leader is known: the voters have heard, and this node's
+    vote was there for the successor; a broker: the controller said should_shut_down) or its
+    shutdown timeout passes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +214,9 @@ class ReadReply:
     leader_epoch: int = 0
     kv: tuple[tuple[Hashable, Any], ...] | None = None
     """For a `ClientRead(image=True)`: the kv map at `high_watermark`, as sorted pairs."""
+    brokers: tuple[BrokerInfo, ...] | None = field(default=None, repr=False)
+    """For a `ClientRead(image=True)`: the image's brokers at `high_watermark`, ascending id
+    (None when it has none: read it as empty)."""
 
 
 @dataclass(frozen=True, slots=True)

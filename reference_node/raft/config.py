@@ -72,6 +72,17 @@ class Unsafe(enum.Enum):
         "an observer fetches from its unflushed log end, so a promoted observer's unflushed "
         "entries count toward the HW (KAFKA-17332)",
     )
+    NO_SELF_FENCE = (
+        "no-self-fence", "a broker cut off from the active controller keeps serving"
+    )
+    ACCEPT_OLD_INCARNATION = (
+        "accept-old-incarnation",
+        "the controller accepts a registration from an older incarnation",
+    )
+    UNFENCE_BEFORE_CAUGHT_UP = (
+        "unfence-before-caught-up",
+        "the controller unfences a broker before its metadata offset reaches its registration",
+    )
 
     @classmethod
     def names(cls) -> str:
@@ -129,15 +140,32 @@ class RaftConfig:
     the log start offset moves up to the latest snapshot (-1: no limit)."""
     snapshot_chunk_bytes: int = 1024 * 1024
     """FetchSnapshot's MaxBytes: the most a follower asks for in one chunk."""
+    broker_session_timeout_ms: int = 9000
+    """`broker.session.timeout.ms`: the active controller fences a broker that has not
+    heartbeaten for this long."""
+    broker_heartbeat_interval_ms: int = 2000
+    """`broker.heartbeat.interval.ms`: how often a broker heartbeats."""
+    broker_heartbeat_timeout_ms: int = 12000
+    """`broker.heartbeat.timeout.ms`: a broker fences itself after this long without an answered
+    heartbeat. Longer than the session timeout (the proposal): the controller fences a silent
+    broker before the broker stops serving, never the other way round."""
     unsafe: frozenset[Unsafe] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         # Names are accepted too (tests and older callers), but only names `Unsafe` knows.
         object.__setattr__(self, "unsafe", Unsafe.of(self.unsafe))
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms",
-                     "snapshot_max_record_bytes", "snapshot_chunk_bytes"):
+                     "snapshot_max_record_bytes", "snapshot_chunk_bytes",
+                     "broker_session_timeout_ms", "broker_heartbeat_interval_ms",
+                     "broker_heartbeat_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.broker_heartbeat_timeout_ms <= self.broker_session_timeout_ms:
+            raise ValueError(
+                f"broker.heartbeat.timeout.ms ({self.broker_heartbeat_timeout_ms}) must be longer "
+                f"than broker.session.timeout.ms ({self.broker_session_timeout_ms}): a broker "
+                "would fence itself before the controller fences it"
+            )
 
     @property
     def check_quorum_timeout_ms(self) -> int:

@@ -14,6 +14,12 @@ handler sees it, and a response that names a newer epoch or a leader we did not 
 there before its handler runs. `election` holds Vote / BeginQuorumEpoch / EndQuorumEpoch handling
 and `replication` Fetch, the high watermark and client requests; both see the core only as the
 `CoreOps` Protocol (ops.py).
+
+Brokers (brokers.py): BrokerRegistration and BrokerHeartbeat carry no epoch and no leader, so
+`on_message` routes them before the shared rules: requests to the controller handlers (answered by
+the active controller, NOT_CONTROLLER elsewhere), responses to this node's `BrokerLifecycle` when it
+is a broker (`broker=`). The lifecycle is polled after every input; the leader's tick expires
+broker sessions. A broker node is an observer: a voter cannot also be a broker here.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reference_node.raft import election, membership, replication
+from reference_node.raft import brokers, election, membership, replication
 from reference_node.raft import snapshots as snapshotting
 from reference_node.raft.api import (
     AddVoter,
@@ -52,6 +58,7 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
+from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, BrokerLifecycle, BrokerStatus
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.image import Image
 from reference_node.raft.log import LogView, RaftLog
@@ -59,6 +66,11 @@ from reference_node.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerRequest,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
@@ -94,6 +106,9 @@ from reference_node.raft.voters import VoterHistory, VoterSet
 __all__ = [
     "AddVoter",
     "AppendReply",
+    "BrokerIdentity",
+    "BrokerInfo",
+    "BrokerStatus",
     "ClientAppend",
     "ClientRead",
     "ErrorCode",
@@ -140,6 +155,10 @@ class RaftCore:
     the VotersRecords of the log take its place (`VoterHistory`). `directory_id` is this replica's;
     `bootstrap` are ids (negative, as Kafka numbers its bootstrap servers from -2) the host maps to
     `controller.quorum.bootstrap.servers`: an observer that knows no leader fetches from one.
+
+    Brokers: `broker` makes this node a broker (an observer that registers with the active
+    controller and heartbeats it, brokers.py); ValueError when the node is also a voter (combined
+    broker,controller roles are not supported: a broker id must not be a voter id).
     """
 
     def __init__(
@@ -159,6 +178,7 @@ class RaftCore:
         snapshot_store: SnapshotStore | None = None,
         directory_id: uuid.UUID | None = None,
         bootstrap: Sequence[int] = (),
+        broker: BrokerIdentity | None = None,
     ) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
@@ -187,7 +207,18 @@ class RaftCore:
         self.leader_id: int | None = qs.leader_id
         self.voted_id: int | None = qs.voted_id
         self.state: State = Unattached()
+        self.broker_lifecycle: BrokerLifecycle | None = None
+        if broker is not None:
+            if self.is_voter:
+                raise ValueError(
+                    f"RaftCore: node {node_id} is a voter and cannot also be a broker "
+                    "(process.roles=broker,controller is not supported; give the broker an id "
+                    "that is not a voter's)"
+                )
+            self.broker_lifecycle = BrokerLifecycle(broker)
         self._initialize()
+        if self.broker_lifecycle is not None:
+            self.broker_lifecycle.poll(self)
 
     # --- construction -------------------------------------------------------------------------
 
@@ -290,6 +321,8 @@ class RaftCore:
         if now_ms is not None and now_ms > self.now:
             self.now = now_ms
         handler(self, inp)
+        if self.broker_lifecycle is not None:
+            self.broker_lifecycle.poll(self)  # a leader found, an answer, a timer: send what is due
 
     def ready(self) -> Ready:
         """What the host must do now (see `Ready` for the order)."""
@@ -308,8 +341,11 @@ class RaftCore:
         """The time at which the core next wants a Tick (it may be in the past: tick at once)."""
         if self.shutdown_complete:
             return NEVER  # nothing is left to say: a timer would only spin
-        return min(self.state.deadline(self.now, self.config.request_timeout_ms),
-                   snapshotting.deadline(self))
+        deadline = min(self.state.deadline(self.now, self.config.request_timeout_ms),
+                       snapshotting.deadline(self), brokers.leader_deadline(self))
+        if self.broker_lifecycle is not None:
+            deadline = min(deadline, self.broker_lifecycle.deadline(self))
+        return deadline
 
     @property
     def shutdown_complete(self) -> bool:
@@ -324,8 +360,12 @@ class RaftCore:
         timeout whenever the successor's pre-vote came after the exit (bench/bench_failover.py).
         A candidate finishes its election (`on_shutdown`). The host bounds the wait with its own
         shutdown timeout: with no leader coming (its peers down or stopping too), it waits it out.
+
+        A broker waits, besides, for its controlled shutdown: the controller's should_shut_down.
         """
         if not self.shutting_down:
+            return False
+        if self.broker_lifecycle is not None and self.broker_lifecycle.state != "stopped":
             return False
         if not self.is_voter or self.voters.ids == {self.node_id}:
             return True
@@ -370,6 +410,15 @@ class RaftCore:
     def quorum_state(self) -> QuorumState:
         return QuorumState(self.epoch, self.leader_id, self.voted_id)
 
+    def broker_status(self) -> BrokerStatus | None:
+        """This broker's own view of itself (None: the node is not a broker)."""
+        lifecycle = self.broker_lifecycle
+        return lifecycle.status(self) if lifecycle is not None else None
+
+    def brokers_view(self) -> dict[int, BrokerInfo]:
+        """The registered brokers as this node's image has them (committed records only)."""
+        return dict(self.image.brokers)
+
     def describe_quorum(self) -> QuorumDescription:
         """DescribeQuorum: per-replica progress is the leader's (others report only themselves)."""
         state = self.state
@@ -405,7 +454,7 @@ class RaftCore:
     def send(self, dst: int, message: Message) -> None:
         self._out.messages.append(Send(dst, message))
 
-    def answer(self, dst: int, request: Request, response: Message) -> None:
+    def answer(self, dst: int, request: Request | BrokerRequest, response: Message) -> None:
         """Send `response` to `request` (received from `dst`)."""
         self._out.messages.append(Send(dst, response, request))
 
@@ -415,6 +464,11 @@ class RaftCore:
                     error_response(request, error, self.responder_leader(), self.epoch))
 
     def reply(self, reply: ClientReply) -> None:
+        image_brokers = self.image.brokers
+        if isinstance(reply, ReadReply) and reply.kv is not None and image_brokers:
+            # An image read (replication builds its kv): the brokers of that same image. None
+            # when there are none, so that a reply of a cluster without brokers is as it was.
+            reply = replace(reply, brokers=tuple(image_brokers[b] for b in sorted(image_brokers)))
         self._out.replies.append(reply)
 
     def event(self, **fields: Any) -> None:
@@ -458,6 +512,8 @@ class RaftCore:
             self.hw = hw
             self.event(type="high-watermark", epoch=self.epoch, hw=hw)
             snapshotting.apply_committed(self)
+            if isinstance(self.state, Leader):
+                brokers.on_commit(self, self.state)
 
     # --- snapshot output (snapshots.py) -------------------------------------------------------------
 
@@ -507,7 +563,12 @@ class RaftCore:
 
     def on_message(self, src: int, msg: Message, in_reply_to: Message | None = None) -> None:
         """Dispatch: the shared rules first, then the message's handler (see the module doc).
-        `in_reply_to` is the request a response answers, when the host knows it."""
+        `in_reply_to` is the request a response answers, when the host knows it. The broker
+        messages go to brokers.py first: the shared rules are Raft's (epochs, leaders)."""
+        broker_route = _BROKER_MESSAGES.get(type(msg))
+        if broker_route is not None:
+            broker_route(self, src, msg, in_reply_to)
+            return
         if isinstance(msg, Response):
             if isinstance(msg, FetchResponse | FetchSnapshotResponse) and \
                     replication.answers_an_older_fetch(
@@ -591,6 +652,7 @@ class RaftCore:
         self.state = state
         if isinstance(old, Leader) and not isinstance(state, Leader):
             replication.fail_pending(self, old)
+            brokers.fail_pending(self, old)
         name = state.name
         if not self.is_voter and name in ("unattached", "follower"):
             name = "observer"
@@ -705,6 +767,7 @@ class RaftCore:
         )
         # KAFKA-12619: the HW was exposed before the LeaderChange record was committed.
         state.hw_known = self.config.has(Unsafe.EARLY_HIGH_WATERMARK)
+        state.became_ms = self.now  # every broker's session starts now (brokers.py)
         for v in self.voters.ids:
             if v != self.node_id:
                 state.progress[v] = ReplicaProgress()
@@ -796,6 +859,8 @@ class RaftCore:
         if self.shutting_down:
             return
         self.shutting_down = True
+        if self.broker_lifecycle is not None:
+            self.broker_lifecycle.on_shutdown(self)
         if isinstance(self.state, Leader):
             self.resign()
         self._stand_down()
@@ -909,6 +974,17 @@ def _tick_leader(core: RaftCore) -> None:
     for rid in [r for r, p in state.progress.items() if r not in core.voters]:
         if _observer_expired(state.progress[rid], core.now):
             del state.progress[rid]  # Kafka's clearInactiveObservers
+    _appending(core, lambda: brokers.on_leader_tick(core, state))
+
+
+def _appending(core: RaftCore, handle: Callable[[], None]) -> None:
+    """Run a broker handler; the records it appended go out (and, alone, commit) at once, as a
+    client append's do."""
+    end = core.log.end_offset
+    handle()
+    if core.log.end_offset > end:
+        replication.update_hw(core)
+        replication.wake_parked(core)
 
 
 def _observer_expired(progress: ReplicaProgress, now: int) -> bool:
@@ -1026,6 +1102,33 @@ _REQUESTS: dict[type, _RequestRoute] = {
         voters_only=False,
     ),
 }
+
+def _broker_registration(core: RaftCore, src: int, msg: BrokerRegistrationRequest,
+                         in_reply_to: Message | None) -> None:
+    _appending(core, lambda: brokers.on_registration_request(core, src, msg))
+
+
+def _broker_heartbeat(core: RaftCore, src: int, msg: BrokerHeartbeatRequest,
+                      in_reply_to: Message | None) -> None:
+    _appending(core, lambda: brokers.on_heartbeat_request(core, src, msg))
+
+
+def _broker_response(core: RaftCore, src: int,
+                     msg: BrokerRegistrationResponse | BrokerHeartbeatResponse,
+                     in_reply_to: Message | None) -> None:
+    """The host pairs answers with requests (`in_reply_to`): the lifecycle ignores one that does
+    not answer its request in flight. A node that is no broker asked nothing."""
+    if core.broker_lifecycle is not None:
+        core.broker_lifecycle.on_response(core, src, msg, in_reply_to)
+
+
+_BROKER_MESSAGES: dict[type, Callable[[RaftCore, int, Any, Message | None], None]] = {
+    BrokerRegistrationRequest: _broker_registration,
+    BrokerHeartbeatRequest: _broker_heartbeat,
+    BrokerRegistrationResponse: _broker_response,
+    BrokerHeartbeatResponse: _broker_response,
+}
+"""The broker messages, routed before the Raft rules (they name no epoch and no leader)."""
 
 _RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
     VoteResponse: election.on_vote_response,

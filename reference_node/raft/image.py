@@ -19,8 +19,14 @@ as a KRaft snapshot keeps them (KIP-853): the voter set of the latest VotersReco
 (`voters`, None while there was none: the static `controller.quorum.voters`) and the
 `kraft.version` of the latest KRaftVersionRecord (`kraft_version`).
 
-A kv command is a data record whose value is a JSON object (`encode_write`, `encode_cas`); any
-other value (the `append` workload's decimals) is opaque data, counted and digested only.
+- `brokers`: the registered brokers (brokers.py's `BrokerInfo`), from the broker records the
+  active controller writes (register-broker, fence-broker, unfence-broker, shutdown-broker): the
+  metadata image a broker node serves from. Broker records are data records like any other
+  (counted and digested), never kv commands.
+
+A kv command is a data record whose value is a JSON object (`encode_write`, `encode_cas`); a
+broker record is one too (`brokers.decode_broker_record`); any other value (the `append`
+workload's decimals) is opaque data, counted and digested only.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reference_node.raft.brokers import BrokerInfo, apply_change, decode_broker_record
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
 from reference_node.raft.voters import VoterSet
 
@@ -107,11 +114,13 @@ class Image:
     Mutable, owned by the core; `copy()` gives the frozen-in-time copy a snapshot is written from.
     """
 
-    __slots__ = ("digest", "end_offset", "epoch", "kraft_version", "kv", "records", "voters")
+    __slots__ = ("brokers", "digest", "end_offset", "epoch", "kraft_version", "kv", "records",
+                 "voters")
 
     def __init__(self, end_offset: int = 0, epoch: int = 0, records: int = 0,
                  digest: bytes = GENESIS_DIGEST, kv: dict[Key, Any] | None = None,
-                 voters: VoterSet | None = None, kraft_version: int = 0) -> None:
+                 voters: VoterSet | None = None, kraft_version: int = 0,
+                 brokers: dict[int, BrokerInfo] | None = None) -> None:
         self.end_offset = end_offset
         """Every entry below it is applied (a snapshot of this image has this end offset)."""
         self.epoch = epoch
@@ -122,6 +131,8 @@ class Image:
         self.voters = voters
         """The voter set at `end_offset` when a VotersRecord was applied (or bootstrapped)."""
         self.kraft_version = kraft_version
+        self.brokers: dict[int, BrokerInfo] = dict(brokers) if brokers else {}
+        """The registered brokers by id (BrokerInfo is frozen: a copy shares them)."""
 
     @property
     def snapshot_id(self) -> SnapshotId:
@@ -144,6 +155,11 @@ class Image:
         self.digest = fold_digest(self.digest, entry.offset, entry.payload)
         command = decode_command(entry.payload)
         if command is None:
+            change = decode_broker_record(entry.payload)
+            if change is not None:
+                info = apply_change(self.brokers, change, entry.offset)
+                if info is not None:
+                    self.brokers[change.broker] = info
             return None
         if command.op == "write":
             self.kv[command.key] = command.value
@@ -155,7 +171,7 @@ class Image:
 
     def copy(self) -> Image:
         return Image(self.end_offset, self.epoch, self.records, self.digest, self.kv,
-                     self.voters, self.kraft_version)
+                     self.voters, self.kraft_version, self.brokers)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Image) and self._fields() == other._fields()
@@ -169,19 +185,22 @@ class Image:
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.end_offset, self.epoch, self.records, self.digest, self.kv, self.voters,
-                self.kraft_version)
+                self.kraft_version, self.brokers)
 
     # --- the snapshot's records ------------------------------------------------------------------
 
     def to_records(self) -> list[bytes]:
         """The image as snapshot record values: a header naming what the image holds, then one
-        record per key, in key order (so equal images give equal snapshots, byte for byte)."""
+        record per key, in key order (so equal images give equal snapshots, byte for byte). The
+        brokers, when there are any, are in the header (`"brokers"`, ascending id)."""
         head = {"end_offset": self.end_offset, "epoch": self.epoch, "records": self.records,
                 "digest": self.digest.hex(), "keys": len(self.kv)}
         if self.voters is not None or self.kraft_version:
             head["kraft_version"] = self.kraft_version
             head["voters"] = (json.loads(self.voters.encode())
                               if self.voters is not None else None)
+        if self.brokers:
+            head["brokers"] = [self.brokers[b].to_json() for b in sorted(self.brokers)]
         out = [json.dumps({"image": head}, sort_keys=True).encode()]
         dumps = json.dumps
         # The bytes of json.dumps({"key": k, "value": v}, sort_keys=True), built without a dict
@@ -204,6 +223,9 @@ class Image:
             image.kraft_version = int(head.get("kraft_version", 0))
             if head.get("voters") is not None:
                 image.voters = VoterSet.decode(json.dumps(head["voters"]).encode())
+            for body in head.get("brokers") or ():
+                info = BrokerInfo.from_json(body)
+                image.brokers[info.broker_id] = info
         except StopIteration:
             raise ValueError("snapshot holds no records (the image header is missing)") from None
         except (ValueError, KeyError, TypeError) as exc:

@@ -24,6 +24,10 @@ Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `Err
 | DUPLICATE_VOTER | 126 | AddRaftVoter of a replica id that already votes |
 | VOTER_NOT_FOUND | 127 | Remove/UpdateRaftVoter of a replica that does not vote, or removing the last voter |
 
+The broker messages (BrokerRegistration, api 62, and BrokerHeartbeat, api 63) are the controller's,
+not Raft's: they carry no epoch and no leader, so the core routes them to raft/brokers.py before
+the rules above (see that module for their error codes).
+
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).
 Every request names its `sender` and the `epoch` it claims, whatever Kafka calls those fields.
@@ -42,6 +46,12 @@ __all__ = [
     "RESPONSE_TO",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "BrokerRequest",
+    "BrokerResponse",
     "DivergingEpoch",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
@@ -345,6 +355,56 @@ class FetchSnapshotResponse:
     data: bytes = b""
 
 
+# --- BrokerRegistration / BrokerHeartbeat (the controller's, KIP-631) --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    """A broker (a metadata-log observer) asks the active controller to register this process:
+    its id, which incarnation (a time-ordered UUID made at process start) and its client listener.
+    Answered once the register-broker record commits; its offset is the broker epoch."""
+
+    sender: int
+    """The broker id."""
+    cluster_id: str | None
+    incarnation: uuid.UUID
+    host: str
+    port: int
+    """The broker's client listener (Kafka's Listeners[0])."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error: ErrorCode
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    """A registered broker's periodic heartbeat: renews its session on the controller, reports how
+    far it has applied the metadata log, and asks to be fenced or to shut down."""
+
+    sender: int
+    """The broker id."""
+    broker_epoch: int
+    metadata_offset: int
+    """The broker's image end offset (Kafka's CurrentMetadataOffset)."""
+    want_fence: bool = False
+    want_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+BrokerRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest
+BrokerResponse = BrokerRegistrationResponse | BrokerHeartbeatResponse
+
+
 Request = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
     | FetchSnapshotRequest
@@ -353,7 +413,9 @@ Response = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
     | FetchSnapshotResponse
 )
-Message = Request | Response
+Message = Request | Response | BrokerRequest | BrokerResponse
+"""What the core receives and sends. `Request` and `Response` are Raft's only (they name an epoch
+and a leader); the broker messages are routed apart."""
 
 RESPONSE_TO: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -361,6 +423,8 @@ RESPONSE_TO: dict[type, type] = {
     EndQuorumEpochRequest: EndQuorumEpochResponse,
     FetchRequest: FetchResponse,
     FetchSnapshotRequest: FetchSnapshotResponse,
+    BrokerRegistrationRequest: BrokerRegistrationResponse,
+    BrokerHeartbeatRequest: BrokerHeartbeatResponse,
 }
 """Each request type and the response type that answers it: the one copy hosts share (the
 server pairs answers with waiting requests by it, the simulator drops unasked responses by it)."""

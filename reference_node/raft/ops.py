@@ -1,5 +1,5 @@
-"""`CoreOps`: what the handler modules (election.py, replication.py, snapshots.py) may use of the
-core.
+"""`CoreOps`: what the handler modules (election.py, replication.py, snapshots.py, membership.py,
+brokers.py) may use of the core.
 
 Theory of operation: `RaftCore` owns the persisted quorum state (epoch, leader, vote), the current
 state object, the log and the output being gathered. The handlers read these and change the core
@@ -19,7 +19,14 @@ from reference_node.raft.api import ClientReply, SnapshotStore, SnapshotWrite
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.image import Image
 from reference_node.raft.log import RaftLog
-from reference_node.raft.messages import Entry, ErrorCode, Message, Request, SnapshotId
+from reference_node.raft.messages import (
+    BrokerRequest,
+    Entry,
+    ErrorCode,
+    Message,
+    Request,
+    SnapshotId,
+)
 from reference_node.raft.states import State
 from reference_node.raft.voters import VoterHistory, VoterSet
 
@@ -77,11 +84,12 @@ class CoreOps(Protocol):
     # --- output -------------------------------------------------------------------------------
 
     def send(self, dst: int, message: Message) -> None: ...
-    def answer(self, dst: int, request: Request, response: Message) -> None: ...
+    def answer(self, dst: int, request: Request | BrokerRequest, response: Message) -> None: ...
     def refuse(self, dst: int, request: Request, error: ErrorCode) -> None: ...
     def reply(self, reply: ClientReply) -> None: ...
     def responder_leader(self) -> int: ...
     def event(self, **fields: Any) -> None: ...
+    def cluster_ok(self, cluster_id: str | None) -> bool: ...
 
     # --- the log and the high watermark ------------------------------------------------------
 

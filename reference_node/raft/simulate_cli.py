@@ -4,7 +4,8 @@ Exit 0 when every seed keeps every invariant and liveness holds, 1 on the first 
 with its seed, the last events and the command that replays that seed), 64 on bad usage. At the
 end it says how many snapshots the seeds wrote and installed (KIP-630 runs in every seed, with
 small thresholds: a run that installed none did not exercise it), and, with the `membership` fault,
-how many voter changes (KIP-853) were committed and refused.
+how many voter changes (KIP-853) were committed and refused; with `--brokers N`, what the brokers did
+(their state changes, the controller's records and refusals, the stale registrations replayed).
 `--coverage` runs the seeds under branch coverage and prints which decisions of the core they never
 took (sim/coverage_report.py); without it nothing is measured and the run is as fast as ever.
 """
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from reference_node.raft.config import Unsafe
+from reference_node.raft.sim.brokers import BrokerStats
 from reference_node.raft.sim.faults import FAULTS, parse_faults
 from reference_node.raft.sim.host import SnapshotStats
 from reference_node.raft.sim.membership import MembershipStats
@@ -66,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nodes", type=int, default=5, help="voters (default 5)")
     p.add_argument("--observers", type=int, default=1, help="observers (default 1)")
+    p.add_argument("--brokers", type=int, default=0,
+                   help="brokers: observers that register and heartbeat, with the broker-* "
+                   "faults (default 0)")
     p.add_argument("--seeds", default="0-9", help="A-B or a comma list (default 0-9)")
     p.add_argument("--faults", default="all", help="all, none, or a comma list of fault names")
     p.add_argument("--unsafe", default="", help="comma list of unsafe switches to turn on")
@@ -85,6 +90,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise UsageError(f"--nodes must be 1..50, got {args.nodes}")
     if not 0 <= args.observers <= 50:
         raise UsageError(f"--observers must be 0..50, got {args.observers}")
+    if not 0 <= args.brokers <= 50:
+        raise UsageError(f"--brokers must be 0..50, got {args.brokers}")
     if args.time <= 0:
         raise UsageError(f"--time must be positive, got {args.time}")
     if args.clients < 1:
@@ -97,13 +104,15 @@ def _config(args: argparse.Namespace) -> SimConfig:
     return SimConfig(
         voters=args.nodes, observers=args.observers, faults=faults, unsafe=unsafe,
         time_ms=int(args.time * 1000), pre_vote=not args.no_prevote, clients=args.clients,
-        trace=bool(args.trace),
+        trace=bool(args.trace), brokers=args.brokers,
     )
 
 
 def replay_command(args: argparse.Namespace, seed: int) -> str:
     parts = ["kraft simulate", f"--nodes {args.nodes}", f"--observers {args.observers}",
              f"--seeds {seed}", f"--faults {args.faults}", f"--time {args.time:g}"]
+    if args.brokers:
+        parts.insert(3, f"--brokers {args.brokers}")
     if args.unsafe:
         parts.append(f"--unsafe {args.unsafe}")
     if args.no_prevote:
@@ -160,12 +169,15 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
     events = 0
     snapshots = SnapshotTotals()
     membership: MembershipStats | None = MembershipStats() if config.membership else None
+    brokers: BrokerStats | None = BrokerStats() if config.brokers else None
     for i, seed in enumerate(seeds):
         result = run(seed, config)
         events += result.events
         snapshots.add(result.snapshots)
         if membership is not None and result.membership is not None:
             membership.add(result.membership)
+        if brokers is not None and result.brokers is not None:
+            brokers.add(result.brokers)
         if result.trace is not None:
             if len(seeds) > 1:
                 trace_lines.append(f"# seed {seed}")
@@ -181,6 +193,8 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
             report_violation(result, args)
             print(snapshots.line())
             _print_membership(membership)
+            if brokers is not None:
+                print(brokers.line())
             return EXIT_VIOLATION
     elapsed = time.monotonic() - started
     if not args.quiet:
@@ -191,6 +205,8 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
           f"({events / max(elapsed, 1e-9):.0f} events/s); no violation, liveness held")
     print(snapshots.line())
     _print_membership(membership)
+    if brokers is not None:
+        print(brokers.line())
     return EXIT_OK
 
 

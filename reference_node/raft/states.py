@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from reference_node.raft.messages import FetchRequest, FetchSnapshotRequest, SnapshotId
+from reference_node.raft.messages import (
+    BrokerRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    SnapshotId,
+)
 from reference_node.raft.voters import Voter
+
+if TYPE_CHECKING:
+    from reference_node.raft.brokers import BrokerInfo
 
 NEVER = 1 << 62
 
@@ -170,6 +179,19 @@ class PendingVoterChange:
 
 
 @dataclass(slots=True)
+class PendingBrokerAnswer:
+    """A BrokerRegistration or BrokerHeartbeat the active controller answers once the records it
+    depends on commit (brokers.py)."""
+
+    src: int
+    request: BrokerRequest
+    after: int
+    """Answered once the high watermark passes this offset (-1: nothing to wait for)."""
+    should_shut_down: bool = False
+    """A heartbeat's answer: decided when the request was handled."""
+
+
+@dataclass(slots=True)
 class Leader:
     """Appends, answers fetches, advances the high watermark, checks it still has a quorum."""
 
@@ -186,6 +208,17 @@ class Leader:
     hw_known: bool = False
     voter_changes: list[PendingVoterChange] = field(default_factory=list)
     """At most one (but for `concurrent-voter-changes`)."""
+    became_ms: int = 0
+    """When this node became leader: every broker's session starts here (Kafka's failover rule:
+    a new controller gives each registered broker a full session to heartbeat it)."""
+    broker_heartbeats: dict[int, int] = field(default_factory=dict)
+    """Broker id -> the time of its latest valid heartbeat (or registration) to this leader."""
+    broker_view: dict[int, BrokerInfo] = field(default_factory=dict)
+    """The brokers whose records this leader appended, as those records left them (committed or
+    not); with the image's brokers, the controller's view (`brokers.controller_view`)."""
+    broker_last_record: dict[int, int] = field(default_factory=dict)
+    """Broker id -> the offset of the latest record this leader appended for it."""
+    broker_answers: list[PendingBrokerAnswer] = field(default_factory=list)
 
     def deadline(self, now: int, request_timeout: int) -> int:
         d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))

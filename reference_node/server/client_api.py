@@ -38,6 +38,24 @@ the new voter set commits, or the core's refusal (membership.py). A reply that d
 within the request's own timeout plus `VOTER_CHANGE_GRACE_S` is REQUEST_TIMED_OUT, which Kafka's
 clients read as "may still happen".
 
+Brokers (issue 17). The topic view `__brokers` partition 0 is read like `__kv_image`: a consumer
+Fetch from offset 0 gets one batch, keys and values JSON. On a node with the broker role the first
+record is key `"self"` (the JSON string) with this broker's own report
+(`{"node", "role": "broker", "state", "incarnation", "epoch", "self_fenced", "contact_age_ms",
+"offset"}`); then one record per registered broker, ascending id, key the JSON of the id, value
+`BrokerInfo.to_json()`. A controller answers it only as the leader, through the core
+(`ClientRead(image=True)`: the image at the high watermark, linearizable, NOT_LEADER_OR_FOLLOWER
+elsewhere); a broker answers from its own image at once, and with BROKER_NOT_AVAILABLE while it
+is not serving (not unfenced by the controller, or fenced by itself for want of an answered
+heartbeat). The partition high watermark is the end offset of the image the view is of. On a
+broker, Metadata lists as brokers the unfenced brokers of its image at their registered
+endpoints (a controller lists the voters, as before) and names itself as the controller (Kafka's
+brokers name a live broker; its clients send admin requests there); while it is not serving it
+lists no broker and every topic gets BROKER_NOT_AVAILABLE. ApiVersions on a broker-only node
+(a broker node) leaves out the controllers' BrokerRegistration and BrokerHeartbeat. A Produce whose record value
+decodes as a broker record (`raft.brokers.decode_broker_record`) is refused with INVALID_RECORD:
+only the active controller writes them.
+
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
 version asked. Handlers raise nothing for anything a client sends: a request that cannot be
 served gets its error code.
@@ -66,6 +84,7 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
+from reference_node.raft.brokers import BrokerInfo, BrokerStatus, decode_broker_record
 from reference_node.raft.messages import Entry, ErrorCode
 from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 from reference_node.server.kiobuild import build, has_field
@@ -80,7 +99,14 @@ IMAGE_TOPIC = "__kv_image"
 """The state machine's kv map, readable (only) with a consumer Fetch of partition 0."""
 IMAGE_TOPIC_ID = uuid.UUID("5f6b765f-696d-6167-655f-5f6b765f696d")
 """`__kv_image`'s topic id (Metadata v10+, Fetch v13+): fixed, as the view always exists."""
-TOPIC_IDS = {TOPIC: apis.METADATA_TOPIC_ID, IMAGE_TOPIC: IMAGE_TOPIC_ID}
+BROKERS_TOPIC = "__brokers"
+"""The registered brokers, readable (only) with a consumer Fetch of partition 0."""
+BROKERS_TOPIC_ID = uuid.UUID("5f5f6272-6f6b-6572-735f-5f62726f6b65")
+"""`__brokers`' topic id (Metadata v10+, Fetch v13+): fixed, as the view always exists."""
+SELF_KEY = b'"self"'
+"""The key of a broker's own record in `__brokers` (the JSON string "self")."""
+TOPIC_IDS = {TOPIC: apis.METADATA_TOPIC_ID, IMAGE_TOPIC: IMAGE_TOPIC_ID,
+             BROKERS_TOPIC: BROKERS_TOPIC_ID}
 TOPIC_NAMES = {topic_id: name for name, topic_id in TOPIC_IDS.items()}
 CAS_OUTCOMES = ("swapped", "not-swapped")
 PARTITION = apis.METADATA_PARTITION
@@ -123,6 +149,8 @@ class NodeApi(Protocol):
     def read(self, from_offset: int) -> Awaitable[ReadReply]: ...
     def read_image(self) -> Awaitable[ReadReply]: ...
     def hw_changed(self) -> asyncio.Future[None]: ...
+    def broker_status(self) -> BrokerStatus | None: ...
+    def brokers_view(self) -> dict[int, BrokerInfo]: ...
 
 
 def _response(req: Request, data: dict[str, Any]) -> Any:
@@ -147,16 +175,63 @@ class ClientApi:
     # --- ApiVersions, Metadata ----------------------------------------------------------------
 
     async def api_versions(self, req: Request) -> Any:
+        if self._broker_status() is not None:
+            table = {k: v for k, v in apis.SUPPORTED_APIS.items()
+                     if k not in apis.CONTROLLER_ONLY_APIS}
+            return apis.api_versions_response(req.api_version, supported=table)
         return apis.api_versions_response(req.api_version)
+
+    def _broker_status(self) -> BrokerStatus | None:
+        """This node's broker lifecycle; None on a controller (or a host without brokers)."""
+        status = getattr(self.node, "broker_status", None)
+        return None if status is None else status()  # type: ignore[no-any-return]
 
     async def metadata(self, req: Request) -> Any:
         node = self.node
+        status = self._broker_status()
+        if status is not None:
+            return self._broker_metadata(req, status)
         leader = node.leader_id()
         brokers = []
         for vid in node.voter_ids():
             ep = node.client_address(vid)
             if ep is not None:
                 brokers.append({"node_id": vid, "host": ep.host, "port": ep.port, "rack": None})
+        return self._metadata(req, brokers, -1 if leader is None else leader)
+
+    def _broker_metadata(self, req: Request, status: BrokerStatus) -> Any:
+        """Metadata on a broker: the unfenced brokers of its image; none, and every topic
+        BROKER_NOT_AVAILABLE, while it is not serving."""
+        node = self.node
+        if not status.serving:
+            topics: list[dict[str, Any]] = [
+                      {"error_code": ErrorCode.broker_not_available, "name": name,
+                       "topic_id": TOPIC_IDS.get(name) if name else None,
+                       "is_internal": name in TOPIC_IDS, "partitions": []}
+                      for name in self._asked_names(req, [TOPIC])]
+            for topic in topics:
+                if topic["name"] is None and req.api_version < 12:
+                    topic["name"] = ""
+            return _response(req, {"throttle_time": 0, "brokers": [],
+                                   "cluster_id": node.cluster_id, "controller_id": -1,
+                                   "topics": topics,
+                                   "cluster_authorized_operations": -2147483648})
+        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+                   for b in sorted(node.brokers_view().values(), key=lambda b: b.broker_id)
+                   if not b.fenced]
+        listed = [b.broker_id for b in sorted(node.brokers_view().values(),
+                                              key=lambda b: b.broker_id) if not b.fenced]
+        controller = node.node_id if node.node_id in listed else (listed[0] if listed else -1)
+        return self._metadata(req, brokers, controller)
+
+    def _asked_names(self, req: Request, default: list[str]) -> list[str | None]:
+        if req.body.topics is None:
+            return list(default)
+        return [_metadata_topic_name(t, req.api_version) for t in req.body.topics]
+
+    def _metadata(self, req: Request, brokers: list[dict[str, Any]], controller: int) -> Any:
+        node = self.node
+        leader = node.leader_id()
         voters = node.voter_ids()
         # Kafka's metadata cache reports a missing leader on the partition only: the topic exists.
         ours: dict[str, Any] = {
@@ -171,15 +246,23 @@ class ClientApi:
                 "topic_authorized_operations": -2147483648}
         topics: list[dict[str, Any]] = [ours]
         if req.body.topics is not None:
-            # `__kv_image` is listed only when asked for by name: it is a view, not a log.
+            # The views are listed only when asked for by name: they are not logs. A broker
+            # serves `__brokers` itself, so it names itself its leader.
+            view_leader = node.node_id if self._broker_status() is not None else None
+            brokers_part = dict(ours["partitions"][0])
+            if view_leader is not None:
+                brokers_part.update(error_code=ErrorCode.none, leader_id=view_leader,
+                                    replica_nodes=[view_leader], isr_nodes=[view_leader])
             described = {TOPIC: ours, IMAGE_TOPIC: {**ours, "name": IMAGE_TOPIC,
-                                                    "topic_id": IMAGE_TOPIC_ID}}
+                                                    "topic_id": IMAGE_TOPIC_ID},
+                         BROKERS_TOPIC: {**ours, "name": BROKERS_TOPIC,
+                                         "topic_id": BROKERS_TOPIC_ID,
+                                         "partitions": [brokers_part]}}
             names = [_metadata_topic_name(t, req.api_version) for t in req.body.topics]
             topics = [described[name] if name in described
                       else _not_a_topic(name, req.api_version) for name in names]
         return _response(req, {"throttle_time": 0, "brokers": brokers,
-                               "cluster_id": node.cluster_id,
-                               "controller_id": -1 if leader is None else leader,
+                               "cluster_id": node.cluster_id, "controller_id": controller,
                                "topics": topics, "cluster_authorized_operations": -2147483648})
 
     # --- Produce ------------------------------------------------------------------------------
@@ -230,6 +313,12 @@ class ClientApi:
             return _produce_error(ErrorCode.invalid_record, _UNKEPT_MESSAGE, exc.record_errors)
         if not payloads:
             return _produce_error(ErrorCode.invalid_record, "no records")
+        forged = [i for i, payload in enumerate(payloads) if _is_broker_record(payload)]
+        if forged:
+            return _produce_error(
+                ErrorCode.invalid_record, BROKER_RECORD_MESSAGE,
+                [{"batch_index": i, "batch_index_error_message": "a broker record"}
+                 for i in forged])
         waiting = self.node.append(payloads)
 
         async def done() -> dict[str, Any]:
@@ -263,11 +352,16 @@ class ClientApi:
         ours = [(k, p) for k, p in wanted if k[0] == TOPIC and int(p.partition) == PARTITION]
         image = [(k, p) for k, p in wanted
                  if k[0] == IMAGE_TOPIC and int(p.partition) == PARTITION]
+        brokers = [(k, p) for k, p in wanted
+                   if k[0] == BROKERS_TOPIC and int(p.partition) == PARTITION]
         for key, p in wanted:
-            if (key, p) not in ours and (key, p) not in image:
+            if (key, p) not in ours and (key, p) not in image and (key, p) not in brokers:
                 code = ErrorCode.unknown_topic_or_partition if key[0] is not None \
                     else ErrorCode.unknown_topic_id
                 out.setdefault(key, []).append(_fetch_error(int(p.partition), code))
+        if brokers:
+            key, p = brokers[0]
+            out.setdefault(key, []).insert(0, await self._fetch_brokers(p))
         if image:
             key, p = image[0]
             out.setdefault(key, []).insert(0, await self._fetch_image(p))
@@ -346,6 +440,43 @@ class ClientApi:
                 "aborted_transactions": None, "preferred_read_replica": -1,
                 "current_leader": {"leader_id": _or_minus(reply.leader_id),
                                    "leader_epoch": reply.leader_epoch},
+                "records": records}
+
+    async def _fetch_brokers(self, p: Any) -> dict[str, Any]:
+        """`__brokers`: a broker's own image at once (BROKER_NOT_AVAILABLE while it does not
+        serve), or the leader's image at the high watermark after a linearizable read."""
+        node = self.node
+        status = self._broker_status()
+        rows: list[tuple[bytes, bytes]] = []
+        if status is not None:
+            if not status.serving:
+                return _fetch_error(PARTITION, ErrorCode.broker_not_available, node.node_id,
+                                    node.epoch(), status.metadata_offset, 0)
+            view = node.brokers_view()
+            hw, leader, epoch = status.metadata_offset, node.node_id, node.epoch()
+            rows.append((SELF_KEY, _json(self_record(node.node_id, status))))
+        else:
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(node.read_image()),
+                                               READ_TIMEOUT_S)
+            except TimeoutError:
+                return _fetch_error(PARTITION, ErrorCode.request_timed_out)
+            if reply.error != ErrorCode.none:
+                return _fetch_error(PARTITION, reply.error, reply.leader_id, reply.leader_epoch)
+            view = {b.broker_id: b for b in reply.brokers or ()}
+            hw, leader, epoch = reply.high_watermark, _or_minus(reply.leader_id), \
+                reply.leader_epoch
+        rows += [(_json(i), _json(view[i].to_json())) for i in sorted(view)]
+        offset = int(p.fetch_offset)
+        if not 0 <= offset <= len(rows):
+            return _fetch_error(PARTITION, ErrorCode.offset_out_of_range, leader, epoch, hw, 0)
+        rest = rows[offset:]
+        records = build_batch(offset, max(epoch, 0), [v for _, v in rest],
+                              keys=[k for k, _ in rest]) if rest else b""
+        return {"partition_index": PARTITION, "error_code": ErrorCode.none,
+                "high_watermark": hw, "last_stable_offset": hw, "log_start_offset": 0,
+                "aborted_transactions": None, "preferred_read_replica": -1,
+                "current_leader": {"leader_id": leader, "leader_epoch": epoch},
                 "records": records}
 
     # --- ListOffsets, DescribeQuorum ----------------------------------------------------------
@@ -520,6 +651,24 @@ def _rows(replicas: tuple[ReplicaDescription, ...]) -> list[dict[str, Any]]:
              "log_end_offset": r.log_end_offset,
              "last_fetch_timestamp": r.last_fetch_timestamp,
              "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in replicas]
+
+
+def self_record(node_id: int, status: BrokerStatus) -> dict[str, Any]:
+    """A broker's own report, the value of the `"self"` record of `__brokers`."""
+    return {"node": node_id, "role": "broker", "state": status.state,
+            "incarnation": str(status.incarnation), "epoch": status.broker_epoch,
+            "self_fenced": status.self_fenced, "contact_age_ms": status.contact_age_ms,
+            "offset": status.metadata_offset}
+
+
+BROKER_RECORD_MESSAGE = "broker records are written by the active controller only"
+
+
+def _is_broker_record(payload: bytes) -> bool:
+    try:
+        return decode_broker_record(payload) is not None
+    except Exception:  # whatever the codec makes of garbage, it is no broker record
+        return False
 
 
 def _voter(voter_id: int, directory_id: uuid.UUID | None, listeners: Any) -> Voter | None:

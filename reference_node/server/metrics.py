@@ -4,7 +4,11 @@ Gauges are read from the node when scraped (`Metrics.gauges` is a callable), so 
 stale; latencies and rates are recorded as they happen into 30-second windows, as Kafka's default
 `metrics.sample.window.ms` x `metrics.num.samples` does. Each KIP name `a-b` is exported as
 `kafka_raft_manager_a_b`; `current-state` is an enum, exported as one series per state with value 1
-for the current one. Every series carries the label `node_id`.
+for the current one. Every series carries the label `node_id`. A broker (issue 17) adds
+`broker-state` (an enum like `current-state`, over `BROKER_STATES`), `broker-epoch`,
+`broker-self-fenced` (1 while it refuses for want of an answered heartbeat) and
+`broker-contact-age-ms` (-1: never answered); every node exports `registered-broker-count` and
+`fenced-broker-count` of its committed image.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_S = 30.0
 STATES = ("leader", "follower", "candidate", "prospective", "unattached", "resigned", "observer")
+BROKER_STATES = ("initial", "inactive", "active", "stopping", "stopped")
 PREFIX = "kafka_raft_manager_"
 
 
@@ -78,12 +83,17 @@ class Metrics:
 
         values = self.gauges()
         state = str(values.pop("current-state", ""))
+        broker_state = values.pop("broker-state", None)
         for name, value in values.items():
             gauge(name, float(value))
-        metric = PREFIX + "current_state"
-        lines.append(f"# TYPE {metric} gauge")
-        for s in STATES:
-            lines.append(f'{metric}{{{label},state="{s}"}} {1.0 if s == state else 0.0}')
+        enums: list[tuple[str, tuple[str, ...], str]] = [("current_state", STATES, state)]
+        if broker_state is not None:
+            enums.append(("broker_state", BROKER_STATES, str(broker_state)))
+        for name, states, current in enums:
+            metric = PREFIX + name
+            lines.append(f"# TYPE {metric} gauge")
+            for s in states:
+                lines.append(f'{metric}{{{label},state="{s}"}} {1.0 if s == current else 0.0}')
         gauge("commit-latency-avg", self.commit_latency_ms.avg())
         gauge("commit-latency-max", self.commit_latency_ms.max())
         gauge("election-latency-avg", self.election_latency_ms.avg())

@@ -44,6 +44,19 @@ fetch timeout, until it meets the leader or learns the voter set from the log. F
 this replica's directory id to the leader (KIP-853's ReplicaDirectoryId). AddRaftVoter,
 RemoveRaftVoter and UpdateRaftVoter are stepped into the core as `AddVoter` / `RemoveVoter` /
 `UpdateVoter` and answered with its `VoterChangeReply` (client_api.py).
+
+Brokers (issue 17). A node with `broker` among its `process.roles` builds its core with a
+`BrokerIdentity`: an incarnation id made at process start (`raft.brokers.new_incarnation`, a
+UUIDv7: a later start compares greater) and the client endpoint it advertises
+(`NodeConfig.advertised`). It follows the log as an observer, and its core sends
+BrokerRegistration and BrokerHeartbeat to the leader it follows; `Peers` carries them to that
+controller's endpoint (where it fetches), and the answer is stepped back paired with its request
+(`Receive.in_reply_to`), as a Fetch's is. On a controller, an incoming BrokerRegistration or
+BrokerHeartbeat (api 62/63) is checked (cluster id, a listener and an incarnation id: else
+refused at once), stepped into the core as `Receive(broker id, ...)`, and answered with the
+core's response, matched by identity like a Raft request's; a core that does not answer within
+the request timeout gets REQUEST_TIMED_OUT sent back, never silence. `broker_status` and
+`brokers_view` give the client API what a broker serves (`__brokers`, Metadata).
 """
 
 from __future__ import annotations
@@ -85,6 +98,7 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
+from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, BrokerStatus, new_incarnation
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.voters import Voter, VoterSet
 from reference_node.server import translate
@@ -112,6 +126,7 @@ DELETE_BEFORE_SNAPSHOT_DELAY_S = 2.0
 """Under `delete-before-snapshot`: how long the snapshot write waits after the log below it is
 deleted (long enough for a nemesis's kill to land in between)."""
 _RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FETCH_SNAPSHOT)
+_BROKER_APIS = (apis.BROKER_REGISTRATION, apis.BROKER_HEARTBEAT)
 
 
 def _now_ms() -> int:
@@ -137,8 +152,20 @@ def raft_config(cfg: NodeConfig) -> RaftConfig:
         retention_bytes=cfg.retention_bytes,
         retention_ms=cfg.retention_ms,
         snapshot_chunk_bytes=cfg.snapshot_chunk_bytes,
+        broker_session_timeout_ms=cfg.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
+        broker_heartbeat_timeout_ms=cfg.broker_heartbeat_timeout_ms,
         unsafe=cfg.unsafe,
     )
+
+
+def broker_identity(cfg: NodeConfig, now_unix_ms: int, rng: random.Random) -> BrokerIdentity | None:
+    """This process's identity as a broker (None unless `broker` is among its roles): a new
+    incarnation at every start, and the client endpoint it advertises."""
+    if not cfg.is_broker:
+        return None
+    ep = cfg.advertised
+    return BrokerIdentity(new_incarnation(now_unix_ms, rng), ep.host, ep.port)
 
 
 class FatalError(Exception):
@@ -170,6 +197,7 @@ class NodeHost:
             image=start.image, snapshots=start.snapshot_ids,
             snapshot_store=self.disk.snapshot_reader,
             directory_id=self.disk.directory_id, bootstrap=bootstrap,
+            broker=broker_identity(cfg, int(time.time() * 1000), random.Random()),
         )
         if start.image is not None:
             log.info("loaded snapshot %d-%d (%d keys, %d records); log [%d, %d)",
@@ -190,7 +218,7 @@ class NodeHost:
         self._wake = asyncio.Event()
         self._ids = itertools.count(1)
         self._clients: dict[int, tuple[asyncio.Future[Any], float]] = {}
-        self._inbound: dict[int, tuple[m.Request, asyncio.Future[Any]]] = {}
+        self._inbound: dict[int, tuple[m.Message, asyncio.Future[Any]]] = {}
         """Raft requests handed to the core and not answered yet, by identity: the core names
         the request each response answers (`Send.in_reply_to`), in whatever order it answers."""
         self._hw_waiters: asyncio.Future[None] | None = None
@@ -218,10 +246,14 @@ class NodeHost:
             self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
                                                        self.cfg.metrics_port)
         log.info("node %d listening on %s:%d (cluster %s, directory %s, %s of voters %s, "
-                 "kraft.version %d)", self.node_id, self.cfg.listen.host, self.port,
+                 "kraft.version %d, roles %s)", self.node_id, self.cfg.listen.host, self.port,
                  self.cluster_id, self.core.directory_id,
                  "one" if self.core.is_voter else "observer", self.core.voters,
-                 self.core.kraft_version)
+                 self.core.kraft_version, ",".join(self.cfg.process_roles))
+        status = self.core.broker_status()
+        if status is not None:
+            log.info("broker %d: incarnation %s, advertising %s", self.node_id,
+                     status.incarnation, self.cfg.advertised)
         self._wake.set()
 
     async def stop(self, graceful: bool = True) -> None:
@@ -437,7 +469,8 @@ class NodeHost:
             self._hw_waiters = None
         self.events.emit(kind, **event)
         if kind in ("state", "truncate", "snapshot", "snapshot-install", "snapshot-refused",
-                    "log-start"):
+                    "log-start", "broker-state", "broker-register", "broker-fence",
+                    "broker-unfence", "broker-shutdown", "broker-refused"):
             log.info("%s %s", kind, event)
 
     def _measure_election(self, state: Any) -> None:
@@ -455,15 +488,24 @@ class NodeHost:
 
     def _send(self, send: Send) -> None:
         msg = send.message
-        if isinstance(msg, m.Response):
-            request = send.in_reply_to
-            pending = self._inbound.pop(id(request), None) if request is not None else None
-            if pending is not None and pending[0] is request and not pending[1].done():
-                pending[1].set_result(msg)
-            else:
-                log.debug("no pending request from %d for %s", send.dst, type(msg).__name__)
-            return
-        self._spawn(self._rpc(send.dst, msg))
+        if isinstance(msg, (m.BrokerRegistrationRequest, m.BrokerHeartbeatRequest,
+                            m.BrokerRegistrationResponse, m.BrokerHeartbeatResponse)):
+            self._send_broker(send)
+        elif isinstance(msg, (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest,
+                              m.FetchRequest, m.FetchSnapshotRequest)):
+            self._spawn(self._rpc(send.dst, msg))
+        else:
+            self._answer_inbound(send)
+
+    def _answer_inbound(self, send: Send) -> None:
+        """The core's response to a pending request (matched by identity: `in_reply_to`)."""
+        request = send.in_reply_to
+        pending = self._inbound.pop(id(request), None) if request is not None else None
+        if pending is not None and pending[0] is request and not pending[1].done():
+            pending[1].set_result(send.message)
+        else:
+            log.debug("no pending request from %d for %s", send.dst,
+                      type(send.message).__name__)
 
     async def _rpc(self, dst: int, msg: m.Request) -> None:
         api_key = translate.RAFT_REQUEST_KEYS[type(msg)]
@@ -488,6 +530,57 @@ class NodeHost:
         # Paired with its request, so that the core can ignore an answer to a fetch that a newer
         # one superseded (the connection matched them by correlation id).
         self.step(Receive(dst, response, msg))
+
+    # --- brokers: BrokerRegistration and BrokerHeartbeat ------------------------------------
+
+    def _send_broker(self, send: Send) -> None:
+        """A broker message of the core: an answer to a pending request from a broker, or (on
+        a broker) a request to the controller `send.dst`."""
+        msg = send.message
+        if isinstance(msg, (m.BrokerRegistrationRequest, m.BrokerHeartbeatRequest)):
+            self._spawn(self._broker_rpc(send.dst, msg))
+        else:
+            self._answer_inbound(send)
+
+    async def _broker_rpc(self, dst: int, msg: Any) -> None:
+        api_key = translate.broker_api_key(msg)
+        listener = self.cfg.listeners[0].name
+        outbound = translate.broker_outbound(msg, listener, self.cfg.security_protocol(listener))
+        try:
+            answer = await self.peers.request(dst, outbound)
+        except WireError as exc:
+            log.debug("%s to %d failed: %s", type(msg).__name__, dst, exc)
+            return
+        try:
+            response = translate.broker_response_from_kio(api_key, answer)
+        except Exception as exc:  # a controller's answer we cannot read is the controller's fault
+            log.warning("unreadable %s from %d: %s", type(answer).__name__, dst, exc)
+            return
+        self.step(Receive(dst, response, msg))
+
+    async def _broker_request(self, req: Request) -> Any:
+        """A broker's registration or heartbeat: into the core, answered with its response."""
+        try:
+            msg = translate.broker_request_from_kio(req.api_key, req.body)
+        except translate.BadBrokerRequest as exc:
+            log.debug("refusing %s: %s", apis.API_NAMES[req.api_key], exc)
+            return translate.broker_refusal_to_kio(req.api_key, req.api_version,
+                                                   m.ErrorCode.invalid_request)
+        cluster_id = getattr(msg, "cluster_id", None)
+        if cluster_id is not None and cluster_id != self.cluster_id:
+            return translate.broker_refusal_to_kio(req.api_key, req.api_version,
+                                                   m.ErrorCode.inconsistent_cluster_id)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inbound[id(msg)] = (msg, fut)
+        self.step(Receive(msg.sender, msg))
+        try:
+            response = await asyncio.wait_for(fut, self.cfg.request_timeout_ms / 1000.0)
+        except TimeoutError:
+            log.debug("no answer to %s from broker %d", type(msg).__name__, msg.sender)
+            self._inbound.pop(id(msg), None)
+            return translate.broker_refusal_to_kio(req.api_key, req.api_version,
+                                                   m.ErrorCode.request_timed_out)
+        return translate.broker_response_to_kio(req.api_key, req.api_version, response)
 
     def _learn(self, src: int, body: Any) -> None:
         """Client addresses (what Metadata advertises) that a Raft message announces."""
@@ -574,6 +667,8 @@ class NodeHost:
     # --- requests from the wire ---------------------------------------------------------------
 
     async def dispatch(self, req: Request) -> Any:
+        if req.api_key in _BROKER_APIS:
+            return await self._broker_request(req)
         if req.api_key in _RAFT_APIS or (
             req.api_key == apis.FETCH and translate.fetch_replica_id(req.body) >= 0
         ):
@@ -602,6 +697,14 @@ class NodeHost:
 
     def voter_ids(self) -> list[int]:
         return self.core.voters.sorted()
+
+    def broker_status(self) -> BrokerStatus | None:
+        """This broker's lifecycle (None on a controller-only node)."""
+        return self.core.broker_status()
+
+    def brokers_view(self) -> dict[int, BrokerInfo]:
+        """The registered brokers of this node's committed image."""
+        return self.core.brokers_view()
 
     def voter_set(self) -> VoterSet:
         return self.core.voters
@@ -712,7 +815,27 @@ class NodeHost:
             # fsync shows here while it lasts, before it shows in log-flush-time-ms-max
             "log-flush-in-flight-ms": (time.monotonic() - self._flush_started) * 1000.0
             if self._flush_running else 0.0,
+            **self._broker_gauges(),
         }
+
+    def _broker_gauges(self) -> dict[str, float | str]:
+        """Kafka's broker-side names where it has them (BrokerLifecycleManager's state, the
+        broker epoch), and the count of unfenced brokers this node's image knows."""
+        view = self.core.brokers_view()
+        gauges: dict[str, float | str] = {
+            "registered-broker-count": len(view),
+            "fenced-broker-count": sum(1 for b in view.values() if b.fenced),
+        }
+        status = self.core.broker_status()
+        if status is not None:
+            gauges.update({
+                "broker-state": status.state,
+                "broker-epoch": status.broker_epoch,
+                "broker-self-fenced": 1.0 if status.self_fenced else 0.0,
+                "broker-contact-age-ms": -1 if status.contact_age_ms is None
+                else status.contact_age_ms,
+            })
+        return gauges
 
 
 # --- the process ----------------------------------------------------------------------------

@@ -34,6 +34,14 @@ LeaderChangeMessage, VotersRecord and KRaftVersionRecord control records
 (`reference_node.storage.kraft_records` maps the last two), in the log and in Fetch responses
 alike. A voter record that does not decode is refused (`UnreadableControlRecord`), never skipped:
 a replica that ignored one would count votes against the wrong set.
+
+Brokers (issue 17). BrokerRegistration (api 62) and BrokerHeartbeat (api 63) are not Raft RPCs:
+they carry no partition, epoch or leader, and the core's messages for them
+(`m.BrokerRegistrationRequest` ...) map field for field. A registration names the broker's client
+listener as `Listeners[0]` (name, host, port, security protocol) and sends no features, rack or
+log dirs; the controller reads the first listener only. Inbound, what the core cannot take is
+refused here with INVALID_REQUEST before it sees it (`BadBrokerRequest`): no listener, or no
+incarnation id (null or Kafka's zero Uuid). Heartbeat v0 and v1 are the same fields.
 """
 
 from __future__ import annotations
@@ -81,6 +89,17 @@ RAFT_REQUEST_KEYS = {
     m.FetchRequest: apis.FETCH,
     m.FetchSnapshotRequest: apis.FETCH_SNAPSHOT,
 }
+
+
+def broker_messages() -> tuple[type[Any], ...]:
+    """The core's broker requests, in api order (62, 63)."""
+    return (m.BrokerRegistrationRequest, m.BrokerHeartbeatRequest)
+
+
+def is_broker_message(msg: Any) -> bool:
+    """A BrokerRegistration or BrokerHeartbeat request or response of the core."""
+    return isinstance(msg, (m.BrokerRegistrationRequest, m.BrokerHeartbeatRequest,
+                            m.BrokerRegistrationResponse, m.BrokerHeartbeatResponse))
 
 
 class NotOurPartition(ValueError):
@@ -398,6 +417,108 @@ def response_api_key(msg: m.Response) -> int:
     return {m.VoteResponse: apis.VOTE, m.BeginQuorumEpochResponse: apis.BEGIN_QUORUM_EPOCH,
             m.EndQuorumEpochResponse: apis.END_QUORUM_EPOCH, m.FetchResponse: apis.FETCH,
             m.FetchSnapshotResponse: apis.FETCH_SNAPSHOT}[type(msg)]
+
+
+# --- brokers: BrokerRegistration (62) and BrokerHeartbeat (63) -------------------------------
+
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1}
+"""Kafka's SecurityProtocol ids, as a registration's listener carries them."""
+
+
+class BadBrokerRequest(ValueError):
+    """A decodable BrokerRegistration the core cannot take (answered INVALID_REQUEST)."""
+
+
+def broker_api_key(msg: Any) -> int:
+    """The API of a broker request or response of the core."""
+    if isinstance(msg, (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse)):
+        return apis.BROKER_REGISTRATION
+    if isinstance(msg, (m.BrokerHeartbeatRequest, m.BrokerHeartbeatResponse)):
+        return apis.BROKER_HEARTBEAT
+    raise TypeError(f"{type(msg).__name__} is no broker message")
+
+
+def broker_outbound(msg: Any, listener: str = LISTENER_NAME,
+                    security_protocol: str = "PLAINTEXT") -> Outbound:
+    """A broker's request as `Peers` sends it, at the highest version the controller shares.
+    `listener` and `security_protocol` name the advertised listener of a registration."""
+    api_key = broker_api_key(msg)
+    name = apis.API_NAMES[api_key]
+    return Outbound(api_key, apis.SUPPORTED_APIS[api_key],
+                    lambda version: broker_request_to_kio(msg, version, listener,
+                                                          security_protocol), name)
+
+
+def broker_request_to_kio(msg: Any, version: int, listener: str = LISTENER_NAME,
+                          security_protocol: str = "PLAINTEXT") -> Any:
+    """The kio request of `version` for the core's BrokerRegistration / BrokerHeartbeat."""
+    api_key = broker_api_key(msg)
+    cls = apis.request_class(api_key, version)
+    if isinstance(msg, m.BrokerRegistrationRequest):
+        return build(cls, {
+            "broker_id": msg.sender, "cluster_id": msg.cluster_id or "",
+            "incarnation_id": msg.incarnation,
+            "listeners": [{"name": listener, "host": msg.host, "port": msg.port,
+                           "security_protocol": SECURITY_PROTOCOLS.get(security_protocol, 0)}],
+            "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
+            "previous_broker_epoch": -1})
+    return build(cls, {"broker_id": msg.sender, "broker_epoch": msg.broker_epoch,
+                       "current_metadata_offset": msg.metadata_offset,
+                       "want_fence": msg.want_fence, "want_shut_down": msg.want_shutdown,
+                       "offline_log_dirs": []})
+
+
+def broker_request_from_kio(api_key: int, body: Any) -> Any:
+    """The core's request for a decoded BrokerRegistration / BrokerHeartbeat;
+    `BadBrokerRequest` for a registration without a listener or an incarnation id."""
+    if api_key == apis.BROKER_REGISTRATION:
+        incarnation = _known_uuid(body.incarnation_id)
+        if incarnation is None:
+            raise BadBrokerRequest("the registration has no incarnation id")
+        listeners = body.listeners or ()
+        if not listeners:
+            raise BadBrokerRequest("the registration names no listener")
+        first = listeners[0]
+        return m.BrokerRegistrationRequest(
+            sender=int(body.broker_id), cluster_id=body.cluster_id, incarnation=incarnation,
+            host=str(first.host), port=int(first.port))
+    if api_key == apis.BROKER_HEARTBEAT:
+        return m.BrokerHeartbeatRequest(
+            sender=int(body.broker_id), broker_epoch=int(body.broker_epoch),
+            metadata_offset=int(body.current_metadata_offset),
+            want_fence=bool(body.want_fence), want_shutdown=bool(body.want_shut_down))
+    raise TypeError(f"api {api_key} is no broker API")
+
+
+def broker_response_to_kio(api_key: int, version: int, msg: Any) -> Any:
+    """The kio response of `version` for the core's answer to a broker request."""
+    cls = apis.response_class(api_key, version)
+    if isinstance(msg, m.BrokerRegistrationResponse):
+        return build(cls, {"throttle_time": 0, "error_code": msg.error.value,
+                           "broker_epoch": msg.broker_epoch})
+    return build(cls, {"throttle_time": 0, "error_code": msg.error.value,
+                       "is_caught_up": msg.is_caught_up, "is_fenced": msg.is_fenced,
+                       "should_shut_down": msg.should_shut_down})
+
+
+def broker_refusal_to_kio(api_key: int, version: int, error: m.ErrorCode) -> Any:
+    """A broker request refused with `error` before the core sees it (a registration: no
+    epoch; a heartbeat: fenced, not caught up, as Kafka's defaults say)."""
+    if api_key == apis.BROKER_REGISTRATION:
+        return broker_response_to_kio(api_key, version,
+                                      m.BrokerRegistrationResponse(error=error))
+    return broker_response_to_kio(api_key, version, m.BrokerHeartbeatResponse(error=error))
+
+
+def broker_response_from_kio(api_key: int, body: Any) -> Any:
+    """The core's response for a controller's answer (an error code we do not know is a
+    ValueError: the answer is unreadable, as any other)."""
+    error = m.ErrorCode(int(body.error_code))
+    if api_key == apis.BROKER_REGISTRATION:
+        return m.BrokerRegistrationResponse(error=error, broker_epoch=int(body.broker_epoch))
+    return m.BrokerHeartbeatResponse(error=error, is_caught_up=bool(body.is_caught_up),
+                                     is_fenced=bool(body.is_fenced),
+                                     should_shut_down=bool(body.should_shut_down))
 
 
 # --- entries and records --------------------------------------------------------------------

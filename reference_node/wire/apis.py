@@ -9,7 +9,9 @@ harness, `kraft quorum`) name topics and keep to Fetch 12 (`CLIENT_APIS`). The K
 BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, and KIP-630's FetchSnapshot) take the whole range
 kio knows, since only our own nodes and `kraft quorum` send them. KIP-853's AddRaftVoter,
 RemoveRaftVoter and UpdateRaftVoter take v0: AddRaftVoter v1 adds AckWhenCommitted=false (answer
-once appended), which the core does not offer.
+once appended), which the core does not offer. BrokerRegistration (v0..4) and BrokerHeartbeat
+(v0..1, the fields the core has) are answered by controllers only: a node whose only role is
+`broker` leaves them out of its ApiVersions (`CONTROLLER_ONLY_APIS`), as Kafka's brokers do.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
 ADD_RAFT_VOTER = 80
 REMOVE_RAFT_VOTER = 81
 UPDATE_RAFT_VOTER = 82
@@ -50,6 +54,8 @@ API_NAMES: dict[int, str] = {
     END_QUORUM_EPOCH: "EndQuorumEpoch",
     DESCRIBE_QUORUM: "DescribeQuorum",
     FETCH_SNAPSHOT: "FetchSnapshot",
+    BROKER_REGISTRATION: "BrokerRegistration",
+    BROKER_HEARTBEAT: "BrokerHeartbeat",
     ADD_RAFT_VOTER: "AddRaftVoter",
     REMOVE_RAFT_VOTER: "RemoveRaftVoter",
     UPDATE_RAFT_VOTER: "UpdateRaftVoter",
@@ -86,11 +92,16 @@ SUPPORTED_APIS: dict[int, VersionRange] = {
     END_QUORUM_EPOCH: VersionRange(0, 1),
     DESCRIBE_QUORUM: VersionRange(0, 2),
     FETCH_SNAPSHOT: VersionRange(0, 1),
+    BROKER_REGISTRATION: VersionRange(0, 4),
+    BROKER_HEARTBEAT: VersionRange(0, 1),
     ADD_RAFT_VOTER: VersionRange(0, 0),
     REMOVE_RAFT_VOTER: VersionRange(0, 0),
     UPDATE_RAFT_VOTER: VersionRange(0, 0),
 }
 """The APIs the reference node implements. The one place to change when a version is added."""
+
+CONTROLLER_ONLY_APIS = frozenset({BROKER_REGISTRATION, BROKER_HEARTBEAT})
+"""What a broker-only node does not serve (the active controller answers them)."""
 
 CLIENT_APIS: dict[int, VersionRange] = {**SUPPORTED_APIS, FETCH: VersionRange(4, 12)}
 """What `KafkaClient` speaks by default: everything, but Fetch up to 12 (topics by name)."""

@@ -9,6 +9,7 @@ EXPECTED = {
     "forget-vote", "no-log-check", "observer-campaign", "stale-leader-reads",
     "snapshot-off-by-one", "snapshot-uncommitted", "delete-before-snapshot",
     "leader-remove-no-resign", "concurrent-voter-changes", "add-unflushed-voter",
+    "no-self-fence", "accept-old-incarnation", "unfence-before-caught-up",
 }
 
 

@@ -11,8 +11,11 @@ and read the log or the kv image through any node; the nemesis (nemesis.py) star
 faults.py at a time until the heal time, after which liveness must follow. With the `membership`
 fault the voters live in the log (KIP-853: directory ids, a bootstrap checkpoint), and the
 membership nemesis (membership.py) adds and removes voters, restarts and wipes nodes all along,
-beside the other faults. After every event the incremental checks of invariants.py (and
-zombies.py for ZombieStepDown) run; the first broken one stops the seed with its name and the last
+beside the other faults. With `--brokers N`, N broker nodes follow the log as observers,
+register with the leader and heartbeat it (each start a new incarnation), the broker faults of
+faults.py cut them off, crash them, shut them down and replay a dead incarnation's registration,
+and brokers.py checks fencing, sessions and incarnations. After every event the incremental
+checks of invariants.py (and zombies.py for ZombieStepDown, brokers.py for the brokers) run; the first broken one stops the seed with its name and the last
 events. Every random choice comes from streams split off the seed, and no set or hash order
 reaches the schedule, so a seed's trace is the same byte for byte on every run.
 """

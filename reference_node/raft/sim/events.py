@@ -244,10 +244,35 @@ class MembershipStart(NamedTuple):
         return f"{at_ms} membership start {self.node} {self.inc}"
 
 
+class BrokerRestart(NamedTuple):
+    """Under `fault` (broker-stale-registration), the broker `node` killed by its start comes back
+    (a new incarnation), if it is still down in incarnation `inc`."""
+
+    fault: ActiveFault
+    node: int
+    inc: int
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis broker-restart ({self.fault!r}, {self.node}, {self.inc})"
+
+
+class BrokerReplay(NamedTuple):
+    """Under `fault` (broker-stale-registration), `request`, the registration an earlier
+    incarnation of broker `node` sent, reaches the leader again: a late duplicate."""
+
+    fault: ActiveFault
+    node: int
+    request: Message
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis broker-replay {self.node} {self.request!r}"
+
+
 Event = (
     Deliver | TickDue | Flushed | SnapshotDurable | SnapshotRefusal | ClientNext | ClientRequest
     | ClientReplyDue | ClientTimeout | FaultStart | FaultStop | Heal | Rejoin | VoteCrash
     | VoterRestart | MembershipAct | AdminRequest | AdminReply | MembershipStop | MembershipStart
+    | BrokerRestart | BrokerReplay
 )
 
 

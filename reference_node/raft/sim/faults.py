@@ -4,7 +4,9 @@ The nemesis (nemesis.py) starts one fault at a time, chosen from the nemesis ran
 stops it after a random duration; at the heal time every fault stops and every stopped node
 restarts, and the liveness clock starts. `membership` is the exception (`ALONGSIDE`): it turns on
 KIP-853's voters in the log, and its nemesis (membership.py) acts all along, beside whichever fault
-is on. `fsync-stall` acts on disks rather than on links or processes: the host holds the stalled
+is on. The `broker-*` faults (`BROKER_FAULTS`) act on the brokers of `--brokers N` and are left
+out of a run without brokers (the nemesis then draws exactly what it drew before they existed);
+with brokers, half of the turns go to them. `fsync-stall` acts on disks rather than on links or processes: the host holds the stalled
 disks' completions until the fault stops (host.py). A started fault is an `ActiveFault` object
 whose identity ties the events it queued (its stop, a vote crash) to it: an event for an earlier
 fault finds a different object and does nothing.
@@ -43,9 +45,21 @@ FAULTS: dict[str, str] = {
     "along the other faults: the leader is asked to add an observer (caught up or not) and to "
     "remove a voter (itself too), a removed node restarts as an observer, a disk is wiped (a new "
     "directory id)",
+    "broker-isolate": "(with --brokers) cut one broker off from every other node for 1-9 s: past "
+    "the controller's session timeout and the broker's own heartbeat timeout, or not",
+    "broker-crash": "(with --brokers) kill a broker; it restarts later as a new incarnation",
+    "broker-shutdown": "(with --brokers) controlled shutdown of a broker (it heartbeats wanting "
+    "to shut down until the controller lets it go); it restarts later as a new incarnation",
+    "broker-stale-registration": "(with --brokers) kill a broker, restart it (a new "
+    "incarnation), then deliver its previous incarnation's registration to the leader: a late "
+    "duplicate from the network",
 }
 
 NETWORK_FAULTS = ("drop", "delay", "delay-long", "duplicate", "reorder")
+
+BROKER_FAULTS = ("broker-isolate", "broker-crash", "broker-shutdown", "broker-stale-registration")
+"""Faults of the brokers (`kraft simulate --brokers N`): left out of a run without brokers, so that
+such a run draws exactly the schedule it drew before brokers existed."""
 
 ALONGSIDE = ("membership",)
 """Faults that run all along the run, beside the one-at-a-time faults, rather than taking turns

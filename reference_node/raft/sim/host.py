@@ -38,6 +38,14 @@ Then the set that judges a high watermark is the leader's set in effect when it 
 disk counts only if its directory id is the voter's), the leader's log holds at most one
 uncommitted voter change and its committed and latest sets overlap, and every replica's set is the
 one its log ends with.
+
+With brokers (`kraft simulate --brokers N`), N more nodes are brokers: observers of the metadata
+log that register with the leader and heartbeat it (raft/brokers.py). Every start of a broker is a
+new process, so the host gives its core a new incarnation (sim/brokers.py: time-ordered, from the
+simulated clock and the seed's broker stream). The broker messages travel like the others, paired
+by the RPC layer; the broker watch (sim/brokers.py) hears of every heartbeat delivered, every event
+and every step of a broker, for the broker invariants. Brokers are never voters, never bootstrap
+servers, and the membership nemesis leaves them alone (`controller_ids`).
 """
 
 from __future__ import annotations
@@ -67,12 +75,14 @@ from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
 from reference_node.raft.image import Image
 from reference_node.raft.messages import (
+    BrokerHeartbeatRequest,
     Entry,
     EntryKind,
     FetchSnapshotResponse,
     SnapshotId,
     VoteResponse,
 )
+from reference_node.raft.sim.brokers import BrokerWatch, identity, incarnation_at
 from reference_node.raft.sim.disk import (
     DiskSnapshots,
     SnapshotDir,
@@ -126,12 +136,18 @@ class SimNode:
     """One node as its host sees it: the running core, if any, and what its disk holds."""
 
     __slots__ = ("alive", "core", "directory_id", "durable", "flush_again", "flush_target",
-                 "flushing", "id", "inc", "is_voter", "last_epoch", "last_hw", "led", "log_start",
-                 "pending", "qs", "rpc", "saved_log", "snapshots", "stop_by", "tick_at", "voters")
+                 "flushing", "id", "inc", "incarnation", "is_broker", "is_voter", "last_epoch",
+                 "last_hw", "led", "log_start", "pending", "qs", "rpc", "saved_log", "snapshots",
+                 "stop_by", "tick_at", "voters")
 
-    def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir) -> None:
+    def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir,
+                 is_broker: bool = False) -> None:
         self.id = node_id
         self.is_voter = is_voter
+        self.is_broker = is_broker
+        """A broker: an observer that registers and heartbeats (`--brokers`)."""
+        self.incarnation: uuid.UUID | None = None
+        """A broker's incarnation: new at every start of its process."""
         self.alive = False
         """Serving: started and not stopping (a stopping node still runs its core)."""
         self.inc = 0
@@ -278,10 +294,18 @@ class Cluster:
         node_rng: random.Random,
         disk_rng: random.Random,
         membership_rng: random.Random | None = None,
+        broker_ids: Sequence[int] = (),
+        broker_rng: random.Random | None = None,
     ) -> None:
+        """`node_ids`: every node, the brokers' (`broker_ids`, the last ones) included;
+        `broker_rng` draws the brokers' incarnations."""
         self.config = config
         self.voter_ids = voter_ids
         self.node_ids = node_ids
+        self.broker_ids = list(broker_ids)
+        self.controller_ids = [n for n in node_ids if n not in self.broker_ids]
+        """Every node but the brokers: the voters, the observers, the spares."""
+        self.broker_rng = broker_rng if broker_rng is not None else random.Random(0)
         self.queue = queue
         self.net = net
         self.inv = inv
@@ -291,7 +315,8 @@ class Cluster:
         self.request_ids = itertools.count(1)
         self.encoder = SnapshotEncoder()
         self.nodes = {n: SimNode(n, n in voter_ids, Rpc(self.request_ids),
-                                 SnapshotDir(self.encoder)) for n in node_ids}
+                                 SnapshotDir(self.encoder), n in self.broker_ids)
+                      for n in node_ids}
         # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
         self.disk_speed = {n: disk_rng.randrange(1, 30) for n in node_ids}
         self.vote_crasher: VoteCrasher | None = None
@@ -308,6 +333,9 @@ class Cluster:
         self.stalled: dict[int, list[Flushed | SnapshotDurable]] = {}
         """fsync-stall: node -> the completions its stalled disk holds back, in arrival order
         (empty when no disk stalls)."""
+        self.brokers = (BrokerWatch(config, self.nodes, self.broker_ids, inv)
+                        if self.broker_ids else None)
+        """The broker invariants' watch (None without brokers)."""
         if membership_rng is not None:
             self._format_dynamic(membership_rng)
 
@@ -320,7 +348,7 @@ class Cluster:
         checkpoint = Image(voters=initial, kraft_version=1)
         for node in self.nodes.values():
             node.snapshots.write_image(BOOTSTRAP_CHECKPOINT, checkpoint.copy())
-        self.bootstrap_servers = {-2 - i: n for i, n in enumerate(self.node_ids)}
+        self.bootstrap_servers = {-2 - i: n for i, n in enumerate(self.controller_ids)}
 
     # --- start and stop -------------------------------------------------------------------------
 
@@ -333,14 +361,20 @@ class Cluster:
         for sid in disk.deleted:
             del node.snapshots[sid]
         self.inv.log_start(node.id, disk.start_offset, node.snapshots, "restart")
+        broker: dict[str, Any] = {}
+        if node.is_broker:
+            node.incarnation = incarnation_at(self.queue.now, self.broker_rng)
+            broker["broker"] = identity(node.id, node.incarnation)
         core = RaftCore(
             node.id, None if self.dynamic else self.voter_ids, CLUSTER_ID, self.config,
             random.Random(self.node_rng.getrandbits(64)), self.queue.now,
             node.qs, disk.entries, log_start_offset=disk.start_offset,
             log_start_epoch=disk.start_epoch, image=disk.image, snapshots=disk.snapshots,
             snapshot_store=DiskSnapshots(node.snapshots), directory_id=node.directory_id,
-            bootstrap=tuple(self.bootstrap_servers),
+            bootstrap=tuple(self.bootstrap_servers), **broker,
         )
+        if node.is_broker and self.brokers is not None:
+            self.brokers.started(node)
         if any(note["type"] == "log-invalid" for note in disk.notes):
             self.stats.logs_invalid += 1
         node.boot(core, Rpc(self.request_ids), disk.start_offset,
@@ -424,9 +458,14 @@ class Cluster:
         request = node.rpc.request_of(event.rid)
         if not node.rpc.admit(event.src, event.msg, event.rid):
             return DROPPED
+        if node.is_broker and request is not None and self.brokers is not None:
+            self.brokers.answered(node, request, event.msg)
         core = node.core
         assert core is not None
-        core.step(Receive(event.src, event.msg, request), now_ms=self.queue.now)
+        message = event.msg
+        if self.brokers is not None and type(message) is BrokerHeartbeatRequest:
+            self.brokers.delivered(node, message, self.queue.now)
+        core.step(Receive(event.src, message, request), now_ms=self.queue.now)
         return node
 
     def on_tick(self, event: TickDue) -> SimNode | Dropped:
@@ -508,6 +547,8 @@ class Cluster:
                 self.check_majority(node, hw, self._set_at_hw(node, ready))
             node.last_hw = hw
         node.led = core.is_leader
+        if node.is_broker and self.brokers is not None:
+            self.brokers.stepped(node)
         if self.dynamic:
             self._check_voter_sets(node, ready)
         write = ready.snapshot_write
@@ -567,6 +608,8 @@ class Cluster:
         for ev in ready.events:
             if ev["type"] == "state" and ev["state"] == "leader":
                 inv.leader(node.id, ev["epoch"])
+        if self.brokers is not None and ready.events:
+            self.brokers.on_events(node, ready.events, self.queue.now)
 
     def _reset_log(self, node: SimNode, sid: SnapshotId) -> None:
         """An installed snapshot: the log is empty from its end offset; older snapshots go."""
@@ -598,6 +641,9 @@ class Cluster:
         net = self.net
         delivery_times = net.delivery_times
         bootstrap = self.bootstrap_servers
+        if node.is_broker and self.brokers is not None:
+            for send in sends:
+                self.brokers.sent(node, send.message, now)
         for send in sends:
             to = bootstrap.get(send.dst, send.dst) if bootstrap else send.dst
             dst = nodes.get(to)

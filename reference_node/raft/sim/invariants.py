@@ -23,6 +23,16 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | VoterSetsOverlap | (KIP-853) a leader's committed voter set and its latest one overlap: every majority of one meets every majority of the other |
 | VoterSetAtLogEnd | (KIP-853) every replica's voter set is the one its log ends with: its last VotersRecord, else its snapshot's (checked whenever its voter entries may have changed: appended, truncated, installed) |
 | Liveness | once faults heal, an append commits within the remaining simulated time |
+| BrokerSelfFence | (brokers) a broker that says it is serving had a request answered within broker.heartbeat.timeout.ms (the `no-self-fence` switch breaks it; sim/brokers.py) |
+| IncarnationMonotonic | (brokers) per broker id, the incarnation registered in the committed log never goes back to an older one (`accept-old-incarnation`) |
+| UnfenceAfterCaughtUp | (brokers) every unfence record (appended, and committed) names a caught-up offset at least its registration's epoch, and no broker turns active before its metadata offset reaches its broker epoch (`unfence-before-caught-up`) |
+| SessionExpiry | (brokers) a leader's view (its log, committed or not) keeps no broker unfenced longer than broker.session.timeout.ms (+ 1 ms) after its last heartbeat to that leader, or the leader's election (sim/brokers.py) |
+| BrokersAgree | (brokers) a node's image at offset k holds the brokers the committed log's first k entries register (they are part of the image; snapshots compare them too, SnapshotMatchesLog) |
+| BrokersLive | (brokers) when a fault-free or healed run ends, every broker is active, serving, and listed unfenced with its current incarnation by the leader |
+
+The broker checks are on only with brokers (`Invariants(brokers=True)`): a run without brokers pays
+nothing for them. Broker records are recognised by the design's format (a JSON object whose first
+key, sorted, is "broker"), read here independently of the node's own decoder.
 
 The committed log is kept whole (`committed`), with its fold: the running image, the outcome of
 every offset, (records, digest) after every prefix, and a copy of the image every
@@ -33,11 +43,13 @@ same id only have to equal the first: SnapshotsAgree).
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable, Collection, Hashable
 from typing import Any
 
 from reference_node.raft.image import GENESIS_DIGEST, Image
-from reference_node.raft.messages import Entry, SnapshotId
+from reference_node.raft.messages import Entry, EntryKind, SnapshotId
 from reference_node.raft.voters import VoterSet, overlapping
 
 INVARIANTS = (
@@ -59,6 +71,12 @@ INVARIANTS = (
     "VoterSetsOverlap",
     "VoterSetAtLogEnd",
     "Liveness",
+    "BrokerSelfFence",
+    "IncarnationMonotonic",
+    "UnfenceAfterCaughtUp",
+    "SessionExpiry",
+    "BrokersAgree",
+    "BrokersLive",
 )
 
 CHECKPOINT_EVERY = 64
@@ -80,7 +98,7 @@ class Invariants:
     """The global memory the checks need: leaders per epoch, the committed log and its fold,
     acked appends, the content of every snapshot id seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, brokers: bool = False) -> None:
         self.leaders: dict[int, int] = {}
         self.committed: list[Entry] = []
         self.acked: dict[int, bytes] = {}
@@ -99,6 +117,11 @@ class Invariants:
         """Snapshot ids whose content was found equal to the committed fold."""
         self.pending: list[tuple[int, SnapshotId, Image]] = []
         """Snapshots naming offsets not committed yet when they were seen: checked once they are."""
+        self.broker_folds: list[tuple[Any, ...]] | None = [()] if brokers else None
+        """With brokers: the committed image's brokers (sorted items) after the first k entries,
+        at index k (the same tuple until a broker record changes them)."""
+        self.registered: dict[int, tuple[uuid.UUID, int]] = {}
+        """Broker id -> (incarnation, epoch) of its latest committed registration."""
 
     def leader(self, node: int, epoch: int) -> None:
         other = self.leaders.setdefault(epoch, node)
@@ -171,6 +194,14 @@ class Invariants:
         image = self.image
         self.outcomes.append(image.apply(entry))
         self.folds.append((image.records, image.digest))
+        folds = self.broker_folds
+        if folds is not None:
+            record = _broker_record(entry)
+            if record is None:
+                folds.append(folds[-1])
+            else:
+                self._broker_committed(entry.offset, record)
+                folds.append(_brokers_key(image.brokers))
         if image.end_offset % CHECKPOINT_EVERY == 0:
             self.checkpoints.append(image.copy())
         if self.pending:
@@ -195,6 +226,56 @@ class Invariants:
                 f"node {node}'s image at offset {end} holds {image.records} records (digest "
                 f"{image.digest.hex()[:12]}), the committed log's first {end} entries "
                 f"{records} (digest {digest.hex()[:12]})",
+            )
+        folds = self.broker_folds
+        if folds is not None and end <= len(self.committed):
+            held = _brokers_key(image.brokers)
+            if held != folds[end]:
+                raise Violation(
+                    "BrokersAgree",
+                    f"node {node}'s image at offset {end} holds the brokers {held}; the committed "
+                    f"log's first {end} entries register {folds[end]}",
+                )
+
+    # --- brokers --------------------------------------------------------------------------------
+
+    def _broker_committed(self, offset: int, record: dict[str, Any]) -> None:
+        """A broker record committed at `offset`: registrations never go back to an older
+        incarnation; an unfence names a caught-up offset."""
+        op, broker = record.get("op"), record.get("broker")
+        if op == "register-broker" and isinstance(broker, int):
+            incarnation = uuid.UUID(str(record.get("incarnation")))
+            before = self.registered.get(broker)
+            if before is not None and incarnation.int < before[0].int:
+                raise Violation(
+                    "IncarnationMonotonic",
+                    f"broker {broker} registered at offset {offset} with incarnation "
+                    f"{incarnation}, older than {before[0]} it registered with at {before[1]}",
+                )
+            self.registered[broker] = (incarnation, offset)
+        elif op == "unfence-broker" and isinstance(broker, int):
+            self.unfence_caught_up(None, broker, int(record.get("epoch", -1)),
+                                   int(record.get("caught_up", -1)), offset)
+
+    def unfence_caught_up(self, node: int | None, broker: int, epoch: int, caught_up: int,
+                          offset: int | None) -> None:
+        """An unfence of `broker`'s registration `epoch`, on the evidence of metadata offset
+        `caught_up` (appended by leader `node`, or committed: None), at `offset`."""
+        if caught_up < epoch:
+            where = f"leader {node} appended" if node is not None else "the committed log holds"
+            raise Violation(
+                "UnfenceAfterCaughtUp",
+                f"{where} an unfence of broker {broker} (epoch {epoch}) at offset {offset} on the "
+                f"evidence of metadata offset {caught_up}, below its registration",
+            )
+
+    def active_caught_up(self, broker: int, broker_epoch: int, metadata_offset: int) -> None:
+        """`broker` just turned active: it must have applied its own registration."""
+        if metadata_offset < broker_epoch:
+            raise Violation(
+                "UnfenceAfterCaughtUp",
+                f"broker {broker} turned active at metadata offset {metadata_offset}, below its "
+                f"broker epoch {broker_epoch} (its own registration)",
             )
 
     # --- snapshots ------------------------------------------------------------------------------
@@ -254,6 +335,7 @@ class Invariants:
                 ("records", image.records, want.records),
                 ("digest", image.digest.hex()[:12], want.digest.hex()[:12]),
                 ("kv", image.kv, want.kv),
+                ("brokers", image.brokers, want.brokers),
             )
             if got != expected
         ]
@@ -375,6 +457,23 @@ class Invariants:
                 f"node {node} is still leader {cut_for_ms} ms after losing its majority "
                 f"(limit {limit_ms} ms)",
             )
+
+
+def _broker_record(entry: Entry) -> dict[str, Any] | None:
+    """The broker record (the design's JSON, keys sorted: "broker" first) an entry holds, or
+    None."""
+    payload = entry.payload
+    if entry.kind is not EntryKind.DATA or not payload.startswith(b'{"broker"'):
+        return None
+    try:
+        record = json.loads(payload)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and "op" in record else None
+
+
+def _brokers_key(brokers: dict[int, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(brokers.items()))
 
 
 def _sid(sid: SnapshotId) -> str:

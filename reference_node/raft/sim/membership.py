@@ -28,6 +28,9 @@ whose log is behind its own, so one more voter can be of no help in an election.
 reason it asks a leader to remove itself only when the other voters can elect without it
 (`_electable_without`: never from a set of two). Every choice comes from the seed's membership
 stream.
+
+Brokers (`--brokers`) are never voters: the nemesis chooses only among the controllers
+(`Cluster.controller_ids`), so a run with brokers leaves them to the broker faults.
 """
 
 from __future__ import annotations
@@ -194,7 +197,7 @@ class MembershipNemesis:
     def add(self, leader: SimNode, voters: VoterSet) -> None:
         """AddRaftVoter of a node that is not a voter, caught up or not."""
         cluster = self.cluster
-        spares = [n for n in cluster.node_ids if n not in voters]
+        spares = [n for n in cluster.controller_ids if n not in voters]
         if not spares:
             return
         node = cluster.nodes[self.rng.choice(spares)]
@@ -229,7 +232,7 @@ class MembershipNemesis:
 
     def restart_observer(self, leader: SimNode, voters: VoterSet) -> None:
         """A node that is not a voter (removed, or a spare) restarts, with its disk."""
-        observers = [n for n in self.cluster.node_ids
+        observers = [n for n in self.cluster.controller_ids
                      if n not in voters and self.cluster.nodes[n].alive]
         if not observers:
             return
@@ -242,7 +245,7 @@ class MembershipNemesis:
         cluster = self.cluster
         assert leader.core is not None
         committed = leader.core.voter_history.at(leader.core.high_watermark)
-        victims = [n for n in cluster.node_ids if n != leader.id and cluster.nodes[n].alive]
+        victims = [n for n in cluster.controller_ids if n != leader.id and cluster.nodes[n].alive]
         victims = [n for n in victims
                    if self._spare(voters, lose=n) and self._spare(committed, lose=n)]
         if not victims:
@@ -253,7 +256,7 @@ class MembershipNemesis:
     def ask_a_follower(self, leader: SimNode, voters: VoterSet) -> None:
         """A change asked of a node that does not lead: NOT_LEADER_OR_FOLLOWER."""
         cluster = self.cluster
-        others = [n for n in cluster.node_ids if n != leader.id and cluster.nodes[n].alive]
+        others = [n for n in cluster.controller_ids if n != leader.id and cluster.nodes[n].alive]
         if not others:
             return
         target = cluster.nodes[self.rng.choice(others)]

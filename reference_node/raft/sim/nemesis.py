@@ -17,6 +17,18 @@ fsync-stall stops no process and cuts no link: its start stalls the disks of the
 node or the largest minority of voters (`Cluster.stall_disks`), and its stop, like the heal,
 releases them (`Cluster.release_disks`). It lasts as long as any fault (`fault_duration`): 0.5-4 s,
 a quarter of the time 5-9 s, past the election and check-quorum timeouts.
+
+With brokers, the broker faults (faults.BROKER_FAULTS) take `BROKER_SHARE` of the turns; a run
+without brokers draws nothing more than it drew before they existed. broker-isolate cuts a broker
+off from every other node for 1-9 s (the session timeout is 3 s, the broker's own 4.5 s in the
+harness's settings the simulator uses); broker-crash and broker-shutdown stop a broker (a crash, or
+a controlled shutdown that lasts until the controller lets it go) and start it again, a new
+incarnation, when they stop. broker-stale-registration kills a broker, brings it back 10-300 ms
+later (`BrokerRestart`), and 0.3-2.5 s after that delivers the registration its previous
+incarnation sent to whoever leads then (`BrokerReplay`): a late duplicate from the network, older
+than the registration that replaced it. Half the time the new incarnation's own registration
+follows it, duplicated too: the same incarnation registers again (a new broker epoch), so the
+broker's heartbeats name a stale epoch and it must register once more.
 """
 
 from __future__ import annotations
@@ -24,7 +36,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from reference_node.raft.messages import BrokerRegistrationRequest
 from reference_node.raft.sim.events import (
+    BrokerReplay,
+    BrokerRestart,
+    Deliver,
     EventQueue,
     FaultStart,
     FaultStop,
@@ -41,6 +57,9 @@ from reference_node.raft.sim.zombies import ZombieWatch
 LAGGING = ("lagging-follower", "corrupt-snapshot")
 """The faults that cut a follower off and let it back (`Rejoin`) before they stop."""
 
+BROKER_SHARE = 0.4
+"""With brokers, the share of the nemesis's turns that go to a broker fault."""
+
 Victims = tuple[int, ...] | None
 """The nodes a fault's start stopped, to restart when it stops; None for a fault stopping none."""
 
@@ -54,8 +73,11 @@ class Nemesis:
         zombies: ZombieWatch,
         queue: EventQueue,
         rng: random.Random,
+        broker_faults: tuple[str, ...] = (),
     ) -> None:
         self.faults = faults
+        self.broker_faults = broker_faults
+        """The broker faults that take turns too (none without brokers)."""
         self.heal_ms = heal_ms
         self.cluster = cluster
         self.net: Network = cluster.net
@@ -63,11 +85,14 @@ class Nemesis:
         self.queue = queue
         self.rng = rng
         self.active: ActiveFault | None = None
+        self.replay: tuple[int, BrokerRegistrationRequest] | None = None
+        """broker-stale-registration's start: the broker it killed and the registration its
+        killed incarnation sent."""
 
     def schedule(self) -> None:
         """Queue the first start (when there is a fault to take turns) and the heal (when the
         run has any fault, `membership` alone included)."""
-        if self.faults:
+        if self.faults or self.broker_faults:
             self.queue.push(self.rng.randrange(500, 1500), FaultStart())
         if self.heal_ms:
             self.queue.push(self.heal_ms, Heal())
@@ -78,7 +103,10 @@ class Nemesis:
         if self.queue.now >= self.heal_ms:
             return
         rng = self.rng
-        name = rng.choice(self.faults)
+        if self.broker_faults and (not self.faults or rng.random() < BROKER_SHARE):
+            name = rng.choice(self.broker_faults)
+        else:
+            name = rng.choice(self.faults)
         victims = FAULT_STARTS[name](self)
         stalled = tuple(self.cluster.stalled) or None
         fault = ActiveFault(name, victims, stalled)
@@ -86,6 +114,8 @@ class Nemesis:
         if name == "crash-after-vote":
             assert fault.victims is not None
             self.cluster.vote_crasher = VoteCrasher(fault, fault.victims[0])
+        if self.replay is not None:
+            self._queue_replay(fault)
         self.zombies.recompute(self.queue.now)
         self.queue.push(self.queue.now + fault_duration(name, rng), FaultStop(fault))
 
@@ -124,6 +154,48 @@ class Nemesis:
         if not node.alive and node.inc == event.inc:
             self.cluster.start(node)
             self.zombies.recompute(self.queue.now)
+
+    def on_broker_restart(self, event: BrokerRestart) -> None:
+        """broker-stale-registration: the killed broker starts again, a new incarnation."""
+        if self.queue.now >= self.heal_ms or self.active is not event.fault:
+            return
+        node = self.cluster.nodes[event.node]
+        if not node.alive and node.inc == event.inc:
+            self.cluster.start(node)
+            self.zombies.recompute(self.queue.now)
+
+    def on_broker_replay(self, event: BrokerReplay) -> None:
+        """broker-stale-registration: the old incarnation's registration reaches the leader (with
+        a correlation id of its own: its answer, to a process that asked nothing, is dropped)."""
+        if self.queue.now >= self.heal_ms or self.active is not event.fault:
+            return
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        if leader is None:
+            return
+        watch = cluster.brokers
+        assert watch is not None
+        watch.stats.replays += 1
+        requests = [event.request]
+        node = cluster.nodes[event.node]
+        sent = watch.registrations.get(event.node, {})
+        current = sent.get(node.incarnation) if node.incarnation is not None else None
+        if current is not None and self.rng.random() < 0.5:
+            requests.append(current)
+        to = cluster.nodes[leader]
+        for i, request in enumerate(requests):
+            self.queue.push(self.queue.now + 1 + i,
+                            Deliver(leader, to.inc, event.node, request, next(cluster.request_ids)))
+
+    def _queue_replay(self, fault: ActiveFault) -> None:
+        assert self.replay is not None
+        broker, request = self.replay
+        self.replay = None
+        rng = self.rng
+        node = self.cluster.nodes[broker]
+        back = self.queue.now + rng.randrange(10, 300)
+        self.queue.push(back, BrokerRestart(fault, broker, node.inc))
+        self.queue.push(back + rng.randrange(300, 2500), BrokerReplay(fault, broker, request))
 
     def _stop_active(self) -> None:
         fault = self.active
@@ -299,6 +371,46 @@ class Nemesis:
         return None
 
 
+    # --- the broker faults ------------------------------------------------------------------------
+
+    def _live_brokers(self) -> list[int]:
+        return [n for n in self.cluster.broker_ids if self.cluster.nodes[n].alive]
+
+    def start_broker_isolate(self) -> Victims:
+        """Cut one broker off from every other node (every controller)."""
+        brokers = self.cluster.broker_ids
+        if brokers:
+            self._isolate(self.rng.choice(brokers))
+        return None
+
+    def start_broker_crash(self) -> Victims:
+        live = self._live_brokers()
+        return self._stop_nodes([self.rng.choice(live)], graceful=False) if live else None
+
+    def start_broker_shutdown(self) -> Victims:
+        """Controlled shutdown: the host steps Shutdown and runs the broker until the controller
+        lets it go (or the shutdown timeout), as it runs a stopping voter."""
+        live = self._live_brokers()
+        return self._stop_nodes([self.rng.choice(live)], graceful=True) if live else None
+
+    def start_broker_stale_registration(self) -> Victims:
+        """Kill a broker whose running incarnation has sent a registration; `on_start` queues its
+        restart and the replay of that registration."""
+        watch = self.cluster.brokers
+        if watch is None:
+            return None
+        nodes = self.cluster.nodes
+        able = [n for n in self._live_brokers()
+                if nodes[n].incarnation in watch.registrations.get(n, {})]
+        if not able:
+            return None
+        broker = self.rng.choice(able)
+        node = nodes[broker]
+        assert node.incarnation is not None
+        self.replay = (broker, watch.registrations[broker][node.incarnation])
+        return self._stop_nodes([broker], graceful=False)
+
+
 FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "drop": Nemesis.start_drop,
     "delay": Nemesis.start_delay,
@@ -316,6 +428,10 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
     "fsync-stall": Nemesis.start_fsync_stall,
+    "broker-isolate": Nemesis.start_broker_isolate,
+    "broker-crash": Nemesis.start_broker_crash,
+    "broker-shutdown": Nemesis.start_broker_shutdown,
+    "broker-stale-registration": Nemesis.start_broker_stale_registration,
 }
 """Each fault of faults.FAULTS and how it starts."""
 
@@ -323,6 +439,10 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
 def fault_duration(name: str, rng: random.Random) -> int:
     """How long a fault lasts (ms). A quarter outlast the leader progress timeout, so that zombie
     leaders can show."""
+    if name == "broker-isolate":
+        return rng.randrange(1000, 9000)  # within and past both broker timeouts (3 s, 4.5 s)
+    if name == "broker-stale-registration":
+        return rng.randrange(4000, 8000)  # the restart and the replay come first
     roll = rng.random()
     if roll < 0.25:
         return rng.randrange(5000, 9000)

@@ -19,10 +19,19 @@ with a bootstrap checkpoint and directory ids) and the membership nemesis (membe
 them all along the run, beside the one-at-a-time faults; `SimResult.membership` counts what it
 asked and what was committed.
 
-Every random choice comes from one of six streams split off the seed in a fixed order (network,
-nemesis, clients, nodes, disks, membership), so a seed replays byte for byte, and a change in one
-concern's draws leaves the others' alone: a run without `membership` never draws from the sixth,
-and replays exactly as before it existed.
+With `brokers` (`kraft simulate --brokers N`), N broker nodes (ids after the voters and the
+observers) follow the log as observers, register with the leader and heartbeat it (raft/brokers.py;
+the host gives each start a new incarnation). The broker faults (faults.BROKER_FAULTS) take turns
+with the others; sim/brokers.py checks the broker invariants after every event, and at the end of
+the run (fault-free, or healed) that every broker is active (BrokersLive). `SimResult.brokers`
+counts their state changes and the controller's records. The settings are the harness's
+(session 3 s, heartbeat every 0.5 s, self-fence after 4.5 s), not Kafka's defaults.
+
+Every random choice comes from one of seven streams split off the seed in a fixed order (network,
+nemesis, clients, nodes, disks, membership, brokers), so a seed replays byte for byte, and a change
+in one concern's draws leaves the others' alone: a run without `membership` never draws from the
+sixth, nor one without brokers from the seventh (or anything more from the others), and replays
+exactly as before they existed.
 """
 
 from __future__ import annotations
@@ -35,11 +44,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.sim.brokers import BrokerStats
 from reference_node.raft.sim.clients import Clients
 from reference_node.raft.sim.events import (
     DROPPED,
     AdminReply,
     AdminRequest,
+    BrokerReplay,
+    BrokerRestart,
     ClientNext,
     ClientReplyDue,
     ClientRequest,
@@ -62,7 +74,7 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.faults import ALONGSIDE, FAULTS
+from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS
 from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
@@ -94,14 +106,33 @@ class SimConfig:
     retention_ms: int = 10_000
     snapshot_chunk_bytes: int = 128
     """FetchSnapshot's MaxBytes: a download takes a few chunks."""
+    brokers: int = 0
+    """Broker nodes beside the voters and observers (none: the run is exactly what it was before
+    brokers existed)."""
+    broker_session_timeout_ms: int = 3000
+    broker_heartbeat_interval_ms: int = 500
+    broker_heartbeat_timeout_ms: int = 4500
+    """The harness's broker settings, far shorter than Kafka's defaults (9 s, 2 s, 12 s), so that
+    a run sees brokers fenced and fencing themselves."""
 
     def raft_config(self) -> RaftConfig:
+        brokers: dict[str, int] = {}
+        if self.brokers:
+            brokers = {"broker_session_timeout_ms": self.broker_session_timeout_ms,
+                       "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms,
+                       "broker_heartbeat_timeout_ms": self.broker_heartbeat_timeout_ms}
         return RaftConfig(
             pre_vote=self.pre_vote, unsafe=self.unsafe,
             snapshot_max_record_bytes=self.snapshot_bytes,
             snapshot_interval_ms=self.snapshot_interval_ms, retention_bytes=self.retention_bytes,
             retention_ms=self.retention_ms, snapshot_chunk_bytes=self.snapshot_chunk_bytes,
+            **brokers,
         )
+
+    @property
+    def broker_ids(self) -> list[int]:
+        first = self.voters + self.observers + 1
+        return list(range(first, first + self.brokers))
 
     @property
     def membership(self) -> bool:
@@ -127,6 +158,8 @@ class SimResult:
     snapshots: SnapshotStats = field(default_factory=SnapshotStats)
     membership: MembershipStats | None = None
     """What the membership nemesis did (None when it was off)."""
+    brokers: BrokerStats | None = None
+    """What the brokers did (None without brokers)."""
 
     @property
     def ok(self) -> bool:
@@ -145,11 +178,13 @@ class RandomStreams:
     disks: random.Random
     membership: random.Random
     """Directory ids, and the membership nemesis's choices."""
+    brokers: random.Random
+    """The brokers' incarnations (the nemesis's stream makes the broker faults' choices)."""
 
     @classmethod
     def split(cls, seed: int) -> RandomStreams:
         master = random.Random(seed)
-        return cls(*(random.Random(master.getrandbits(64)) for _ in range(6)))
+        return cls(*(random.Random(master.getrandbits(64)) for _ in range(7)))
 
 
 Handler = Callable[[Any], SimNode | Dropped | None]
@@ -163,23 +198,27 @@ class Simulation:
         streams = RandomStreams.split(seed)
         raft_config = config.raft_config()
         voter_ids = list(range(1, config.voters + 1))
-        node_ids = list(range(1, config.voters + config.observers + 1))
+        broker_ids = config.broker_ids
+        node_ids = list(range(1, config.voters + config.observers + 1)) + broker_ids
         self.queue = EventQueue()
-        self.inv = Invariants()
+        self.inv = Invariants(brokers=bool(broker_ids))
         net = Network(streams.network)
         dynamic = config.membership
         self.cluster = Cluster(raft_config, voter_ids, node_ids, self.queue, net, self.inv,
                                streams.nodes, streams.disks,
-                               streams.membership if dynamic else None)
+                               streams.membership if dynamic else None, broker_ids,
+                               streams.brokers)
         watched = [self.cluster.nodes[n] for n in (node_ids if dynamic else voter_ids)]
         self.zombies = ZombieWatch(watched, net, self.inv, raft_config.check_quorum_timeout_ms,
                                    dynamic)
         self.clients = Clients(config.clients, self.queue, self.cluster.nodes,
                                self.cluster.current_voters if dynamic else voter_ids,
                                self.inv, streams.clients, config.heal_ms)
-        taking_turns = tuple(f for f in config.faults if f not in ALONGSIDE)
+        taking_turns = tuple(f for f in config.faults
+                             if f not in ALONGSIDE and f not in BROKER_FAULTS)
+        broker_turns = tuple(f for f in config.faults if f in BROKER_FAULTS) if broker_ids else ()
         self.nemesis = Nemesis(taking_turns, config.heal_ms, self.cluster, self.zombies,
-                               self.queue, streams.nemesis)
+                               self.queue, streams.nemesis, broker_turns)
         self.membership: MembershipNemesis | None = None
         self.handlers: dict[type, Handler] = {
             Deliver: self.cluster.on_deliver,
@@ -197,6 +236,8 @@ class Simulation:
             Rejoin: self.nemesis.on_rejoin,
             VoteCrash: self.nemesis.on_vote_crash,
             VoterRestart: self.nemesis.on_voter_restart,
+            BrokerRestart: self.nemesis.on_broker_restart,
+            BrokerReplay: self.nemesis.on_broker_replay,
         }
         if dynamic:
             self.cluster.on_voters_changed = self.zombies.recompute
@@ -233,6 +274,8 @@ class Simulation:
                 )
             if self.cfg.faults:
                 self.check_observers()
+            if self.cluster.brokers is not None:
+                self.cluster.brokers.check_live(self.cluster.leader_id())
         except Violation as v:
             violation = v
         return SimResult(
@@ -240,6 +283,7 @@ class Simulation:
             [event.trace_line(at_ms) for at_ms, event in self.recent], self.trace,
             self.clients.acked, self.clients.reads, len(self.inv.leaders), self.cluster.stats,
             self.membership.stats if self.membership is not None else None,
+            self.cluster.brokers.stats if self.cluster.brokers is not None else None,
         )
 
     def loop(self) -> None:
@@ -249,6 +293,7 @@ class Simulation:
         handlers = self.handlers
         carry_out = self.cluster.carry_out
         check_zombies = self.zombies.check
+        check_brokers = self.cluster.brokers.check if self.cluster.brokers is not None else None
         recent = self.recent
         trace = self.trace
         while heap:
@@ -266,6 +311,8 @@ class Simulation:
             if stepped is not None:
                 carry_out(stepped)
             check_zombies(at_ms)
+            if check_brokers is not None:
+                check_brokers(at_ms)
 
 
     def on_heal(self, event: Heal) -> None:
