@@ -23,10 +23,13 @@ class Case:
     min_time_limit: int | None = None
     nemesis_interval: float | None = None
     rate: float | None = None
+    brokers: int = 0  # `kraft test --brokers`: broker nodes beside the controllers
 
     @property
     def id(self) -> str:
         parts = [self.workload, self.nemesis.replace(",", "+")]
+        if self.brokers:
+            parts.append(f"{self.brokers}brokers")
         if self.partition_shapes:
             parts.append(self.partition_shapes)
         parts += [f"{k}={v}" for k, v in self.node_config]
@@ -90,4 +93,15 @@ CASES: list[Case] = [
     # A node that acknowledges before its fsync: a power cut takes acknowledged writes with it.
     Case("append", "power-loss", expect="invalid", node_config=(("unsafe", "skip-flush"),),
          severity="minor"),
+    # Brokers (the heartbeat and fencing proposal, KIP-631): registration, heartbeats and
+    # fencing under partitions (a broker cut off from the controllers fences itself) and kills
+    # (a restart is a new incarnation); then each fencing defect, caught.
+    Case("brokers", "partition,kill", brokers=2, severity="critical"),
+    Case("brokers", "partition", brokers=2, partition_shapes="broker", expect="invalid",
+         node_config=(("unsafe", "no-self-fence"),), severity="minor", min_time_limit=30,
+         nemesis_interval=10),
+    Case("brokers", "stale-incarnation", brokers=2, expect="invalid",
+         node_config=(("unsafe", "accept-old-incarnation"),), severity="minor"),
+    Case("brokers", "kill", brokers=2, expect="invalid",
+         node_config=(("unsafe", "unfence-before-caught-up"),), severity="minor"),
 ]

@@ -46,7 +46,7 @@ class Run:
 def kraft_test_argv(options: dict[str, Any], test_name: str, results_dir: Path) -> list[str]:
     argv = [sys.executable, "-m", "harness.cli", "test",
             "--test-name", test_name, "--results-dir", str(results_dir)]
-    for flag in ("backend", "target", "nodes", "workload", "nemesis", "partition-shapes",
+    for flag in ("backend", "target", "nodes", "brokers", "workload", "nemesis", "partition-shapes",
                  "time-limit", "seed", "concurrency", "rate", "nemesis-interval"):
         value = options.get(flag.replace("-", "_"))
         if value is not None:

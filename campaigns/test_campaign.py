@@ -17,6 +17,8 @@ def test_case(case: Case, case_index: int, campaign_options: dict[str, Any]) -> 
     options["workload"] = case.workload
     options["nemesis"] = case.nemesis
     options["partition_shapes"] = case.partition_shapes
+    if case.brokers:
+        options["brokers"] = case.brokers
     options["seed"] = int(options["seed"]) + case_index
     options["node_config"] = list(case.node_config) + list(options["node_config"])
     if case.min_time_limit is not None:

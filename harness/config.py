@@ -7,6 +7,14 @@ With the `membership` nemesis, `spares` more nodes are deployed after `nodes` (n
 them: n6, n7 after n1..n5), started as observers, and the initial voters (`nodes`) keep their voter
 set in the log; each initial voter's directory id (Kafka's Uuid text) is drawn from the seed
 (`directory_ids`), so that a run's voter set is the same on a replay.
+
+With `brokers` > 0 (issue 17), that many broker nodes (`process.roles=broker`) are deployed after
+the controllers and the spares, named on from them (n4, n5 after n1..n3), each with the node id of
+its name. They follow the metadata log as observers, register with the active controller and
+heartbeat to it; every node (controllers too: they fence on the session timeout) gets the fencing
+settings (`FENCING_KEYS`, the harness's short timings `FENCING`), which `--node-config` may
+override. test.json records the brokers' names and the fencing timings in effect, which the
+fencing checker measures the history against.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ class TestConfig:
     partition_shapes: list[str] = field(default_factory=list)  # empty: every shape
     lagging_duration: float = 15.0  # seconds the lagging-follower nemesis keeps its node away
     spares: int = 2  # nodes deployed as observers beside `nodes` for the membership nemesis
+    brokers: int = 0  # broker nodes deployed after the controllers (and spares)
     time_limit: float = 60.0
     concurrency: int = 0  # 0: twice the number of nodes
     rate: float = 10.0  # ops per second, all processes together
@@ -50,7 +59,8 @@ class TestConfig:
 
     def __post_init__(self) -> None:
         if self.concurrency <= 0:
-            self.concurrency = 2 * len(self.nodes)
+            # the brokers get clients of their own: a broker's answers are what fencing guards
+            self.concurrency = 2 * (len(self.nodes) + self.brokers)
         if not self.test_name:
             self.test_name = "-".join([self.target.replace(":", "."), self.workload,
                                        "+".join(self.nemesis) or "none"])
@@ -81,9 +91,33 @@ class TestConfig:
                 names.append(f"n{k}")
         return names
 
+    def broker_nodes(self) -> list[str]:
+        """The brokers' names: n<k> for the next free k after the controllers and spares."""
+        taken = {*self.nodes, *self.spare_nodes()}
+        names: list[str] = []
+        k = len(taken)
+        while len(names) < self.brokers:
+            k += 1
+            if f"n{k}" not in taken:
+                names.append(f"n{k}")
+        return names
+
     def all_nodes(self) -> list[str]:
-        """Every node deployed: the initial voters, then the spares."""
-        return [*self.nodes, *self.spare_nodes()]
+        """Every node deployed: the initial voters, then the spares, then the brokers."""
+        return [*self.nodes, *self.spare_nodes(), *self.broker_nodes()]
+
+    def fencing(self) -> dict[str, int]:
+        """The fencing timings the nodes run with (test.json's `fencing`): the harness's, or
+        what `--node-config` set instead."""
+        return {field_name: int(self.node_config.get(key, FENCING[key]))
+                for key, field_name in FENCING_KEYS.items()}
+
+    def node_settings(self) -> dict[str, str]:
+        """What every node is configured with beyond what the target writes itself: with
+        brokers, the fencing timings (`--node-config` wins), else `--node-config` alone."""
+        if not self.brokers:
+            return dict(self.node_config)
+        return {**{key: str(value) for key, value in FENCING.items()}, **self.node_config}
 
     def directory_ids(self) -> dict[str, str]:
         """Each initial voter's directory id, drawn from the seed (membership runs only)."""
@@ -96,6 +130,9 @@ class TestConfig:
         data = asdict(self)
         data["name"] = self.test_name
         data["seeds"] = self.seeds()
+        data["brokers"] = self.broker_nodes()
+        if self.brokers:
+            data["fencing"] = self.fencing()
         if self.membership:
             # the runner adds the spares' directory ids and the final quorum once it knows them
             data["membership"] = {"spares": self.spare_nodes(),
@@ -104,6 +141,17 @@ class TestConfig:
 
 
 MEMBERSHIP = "membership"
+
+# The node keys of the fencing timings and test.json's names for them.
+FENCING_KEYS = {"broker.session.timeout.ms": "session_timeout_ms",
+                "broker.heartbeat.interval.ms": "heartbeat_interval_ms",
+                "broker.heartbeat.timeout.ms": "broker_timeout_ms"}
+# The harness's timings: a session of 3 s (a cut-off broker is fenced within a nemesis interval),
+# heartbeats every 0.5 s, and brokers that stop serving 4.5 s after their last answered
+# heartbeat (later than the controller fences them, as the proposal requires).
+FENCING = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
+           "broker.heartbeat.timeout.ms": 4500}
+MAX_BROKERS = 8
 
 
 def kafka_uuid_text(rng: random.Random) -> str:

@@ -2,7 +2,8 @@
 
     store      results/<name>/<start>/ with test.json, results/latest
     backend    hosts for the nodes (setup ... teardown, always)
-    db         the target's nodes (setup ... teardown, then collect every node's files)
+    db         the target's nodes (setup ... teardown, then collect every node's files); with
+               brokers, the run starts once a leader is known and the brokers are unfenced
     run        the workload's generator on client processes, the nemesis schedule beside it,
                until the time limit
     final      stop and heal every fault, wait for the cluster to recover, read from every node
@@ -43,12 +44,16 @@ from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
+from nemesis.brokers import CanDeployBrokers, CanReplayRegistration
 from nemesis.membership import CanChangeMembership
 from nemesis.registry import build
 from nemesis.schedule import Schedule
 
 EXIT = {True: 0, False: 1, "unknown": 2}
 EXIT_FAILED = 3
+
+# seconds a final read is asked again after a refusal the workload calls settled
+FINAL_SETTLE = 2.0
 
 # One line per phase on stderr, read by the campaign suite to open an Allure step per phase.
 PHASES = ("deploy", "run", "heal", "check")
@@ -173,6 +178,8 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                        options={"fuse": "1"} if config.disk_faults else {})
     db = target.db()
     membership = _membership(config, db, test)
+    if config.brokers and isinstance(db, CanDeployBrokers):
+        db.use_brokers(config.broker_nodes())
     disks: Disks | None = None
     try:
         announce(out, "deploy")
@@ -184,12 +191,14 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
                 disks = Disks(backend, db, nodes, spec.run_id)
                 disks.mount_all()
             log("db: setup")
-            db.setup(backend, nodes, config.node_config)
+            db.setup(backend, nodes, config.node_settings())
             if membership is not None and isinstance(db, CanChangeMembership):
                 # the drawn ones, and those the spares' formatting made
                 membership["directory_ids"] = {**membership.get("directory_ids", {}),
                                                **db.directory_ids}
             _wait_for_leader(db, backend, nodes, config.recovery_time, log)
+            _wait_for_brokers(db, backend, nodes, config.broker_nodes(), config.recovery_time,
+                              log)
             _run_workload(config, backend, target, db, workload, history, log, out, problems,
                           disks)
             if membership is not None and isinstance(db, CanChangeMembership):
@@ -273,12 +282,29 @@ def _wait_for_leader(db: DB, backend: Backend, nodes: list[str], patience: float
     log(f"no leader after {patience}s")
 
 
+def _wait_for_brokers(db: DB, backend: Backend, nodes: list[str], brokers: list[str],
+                      patience: float, log: Callable[[str], None]) -> None:
+    """Until every broker is registered and unfenced (or `patience` runs out): a run whose
+    brokers never served before the first fault would test only their refusals."""
+    if not brokers or not isinstance(db, CanReplayRegistration):
+        return
+    deadline = time.monotonic() + patience
+    waiting = list(brokers)
+    while waiting and time.monotonic() < deadline:
+        waiting = [b for b in waiting
+                   if (db.registration(backend, nodes, b) or {}).get("state") != "active"]
+        if waiting:
+            time.sleep(0.2)
+    log(f"brokers not active after {patience}s: {', '.join(waiting)}" if waiting
+        else f"brokers active: {', '.join(brokers)}")
+
+
 def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   workload: Workload, history: History, log: Callable[[str], None],
                   out: TextIO, problems: list[str], disks: Disks | None = None) -> None:
     seeds = config.seeds()
     nodes = config.all_nodes()
-    env = Env(backend, db, nodes, disk=disks)
+    env = Env(backend, db, nodes, disk=disks, brokers=config.broker_nodes())
     schedule = Schedule(build(config.nemesis, env, config.partition_shapes,
                               config.lagging_duration, initial_voters=len(config.nodes)),
                         config.nemesis_interval, seeds["nemesis"], history, log)
@@ -334,7 +360,7 @@ def _what(choice: dict[str, Any]) -> str:
     """A fault's choice in a few words, for the progress line."""
     if choice.get("op"):  # a membership change
         return f"{choice['op']} {choice.get('node')}"
-    return str(choice.get("shape") or choice.get("target"))
+    return str(choice.get("shape") or choice.get("target") or choice.get("node"))
 
 
 def _stop_if_unrecorded(history: History) -> None:
@@ -350,9 +376,13 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
                  make_client: Callable[[str], Callable[[], Client]], process: int,
                  log: Callable[[str], None]) -> None:
     """The workload's final reads (one, or one per key) from every node, each retried (each try
-    in the history) until it succeeds or the recovery time runs out."""
+    in the history) until it succeeds, the node refuses it for good (the workload's
+    `final_refusals`), or the recovery time runs out."""
     deadline = time.monotonic() + config.recovery_time
     reads = workload.final_ops()
+    # refusals that are a node's settled answer (a controller that does not lead refuses a
+    # describe for good): asking again would only spend the recovery time
+    settled = frozenset(getattr(workload, "final_refusals", ()))
     for node in config.all_nodes():
         open_client = make_client(node)
         client: Client | None = None
@@ -363,6 +393,7 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
                 client = open_client()
             return client
         for read in reads:
+            settle = time.monotonic() + FINAL_SETTLE
             while True:
                 invoke = history.record({**read, "process": process})
                 done = history.record(perform(invoke, client_for, config.op_timeout))
@@ -372,7 +403,8 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
                     if client is not None:
                         _close(client)
                         client = None
-                if done["type"] == "ok" or time.monotonic() > deadline:
+                give_up = min(deadline, settle) if done.get("error") in settled else deadline
+                if done["type"] == "ok" or time.monotonic() > give_up:
                     break
                 time.sleep(0.5)
             log(f"final {read['f']} {json.dumps(read.get('value'))} on {node}: {done['type']} "

@@ -20,6 +20,7 @@ from typing import NoReturn
 import workloads
 from harness import backends, disk, targets
 from harness.config import (
+    MAX_BROKERS,
     TestConfig,
     UsageError,
     parse_list,
@@ -27,8 +28,11 @@ from harness.config import (
     parse_nodes,
 )
 from harness.store import valid_name
+from nemesis.brokers import KIND as STALE_INCARNATION
+from nemesis.brokers import CanDeployBrokers
 from nemesis.lagging import DURATION as LAGGING_DURATION
-from nemesis.partition import SHAPES
+from nemesis.membership import KIND as MEMBERSHIP
+from nemesis.partition import BROKER_SHAPES, SHAPES
 from nemesis.registry import DEFAULT_KINDS, KINDS, available
 
 EXIT_USAGE = 64
@@ -91,6 +95,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spares", type=int, default=2,
                    help="with the membership nemesis: nodes deployed as observers beside --nodes, "
                         "for it to add as voters (default 2)")
+    p.add_argument("--brokers", type=int, default=0,
+                   help="broker nodes deployed after the controllers (process.roles=broker: they "
+                        "register, heartbeat and are fenced; the brokers workload describes "
+                        f"them), 0 to {MAX_BROKERS} (default 0)")
     p.add_argument("--time-limit", type=_SECONDS, default=60.0, help="seconds of workload (60)")
     p.add_argument("--concurrency", type=int, default=0,
                    help="client processes (default: twice the nodes)")
@@ -116,6 +124,8 @@ def config_from(args: argparse.Namespace) -> TestConfig:
         raise UsageError(f"--concurrency: must not be negative, got {args.concurrency}")
     if not 0 <= args.spares <= MAX_SPARES:
         raise UsageError(f"--spares: must be from 0 to {MAX_SPARES}, got {args.spares}")
+    if not 0 <= args.brokers <= MAX_BROKERS:
+        raise UsageError(f"--brokers: must be from 0 to {MAX_BROKERS}, got {args.brokers}")
     if args.backend not in backends.NAMES:
         raise UsageError(f"--backend: unknown backend {args.backend!r}; "
                          f"one of: {', '.join(backends.NAMES)}")
@@ -133,10 +143,37 @@ def config_from(args: argparse.Namespace) -> TestConfig:
                       workload=args.workload, nemesis=nemesis,
                       nemesis_interval=args.nemesis_interval, partition_shapes=shapes,
                       lagging_duration=args.lagging_duration, spares=args.spares,
+                      brokers=args.brokers,
                       time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),
                       results_dir=args.results_dir, test_name=args.test_name)
+
+
+def check_brokers(config: TestConfig) -> None:
+    """The combinations that need brokers, or that brokers cannot run with, refused before
+    anything is deployed (the target's power to deploy them is checked by `main`)."""
+    if config.workload == "brokers" and not config.brokers:
+        raise UsageError("--workload brokers: needs broker nodes to describe (--brokers N)")
+    if STALE_INCARNATION in config.nemesis and not config.brokers:
+        raise UsageError(f"--nemesis {STALE_INCARNATION}: needs broker nodes (--brokers N)")
+    asked = [s for s in config.partition_shapes if s in BROKER_SHAPES]
+    if asked and not config.brokers:
+        raise UsageError(f"--partition-shapes {', '.join(asked)}: needs broker nodes "
+                         "(--brokers N)")
+    if not config.brokers:
+        return
+    if MEMBERSHIP in config.nemesis:
+        raise UsageError(f"--brokers: not with the {MEMBERSHIP} nemesis (it could make a "
+                         "broker a voter, and broker ids never vote)")
+    try:
+        fencing = config.fencing()
+    except ValueError:
+        raise UsageError("--node-config: the broker.* timeouts must be integers of ms") from None
+    if fencing["broker_timeout_ms"] <= fencing["session_timeout_ms"]:
+        raise UsageError("--node-config: broker.heartbeat.timeout.ms must be greater than "
+                         "broker.session.timeout.ms (a broker must stop serving only after the "
+                         "controller has fenced it)")
 
 
 def check_results_dir(results_dir: str) -> None:
@@ -171,15 +208,18 @@ def main(argv: list[str]) -> int:
     try:
         args = parser().parse_args(argv)
         config = config_from(args)
+        check_brokers(config)
         target = targets.get(config.target)
         if config.workload not in target.workloads():
             raise UsageError(f"--workload: target {config.target} cannot run {config.workload}")
+        db = target.db()
+        if config.brokers and not isinstance(db, CanDeployBrokers):
+            raise UsageError(f"--brokers: target {config.target} has no broker nodes")
         check = getattr(target, "check_node_config", None)
-        problem = check(config.node_config) if check is not None else None
+        problem = check(config.node_settings()) if check is not None else None
         if problem:
             raise UsageError(f"--node-config: {problem}")
         backend, note = backends.make(config.backend)
-        db = target.db()
         disk_why = disk.unusable(backend, db) if config.disk_faults else None
         can = available(backend, db, disk_why)
         refused = {k: why for k, why in can.items() if k in config.nemesis and why}
@@ -199,7 +239,8 @@ def main(argv: list[str]) -> int:
     print(note, file=sys.stderr)
     spares = config.spare_nodes()
     print(f"kraft test: {config.test_name}, {len(config.nodes)} nodes"
-          f"{f' + {len(spares)} spares' if spares else ''}, nemesis "
+          f"{f' + {len(spares)} spares' if spares else ''}"
+          f"{f' + {config.brokers} brokers' if config.brokers else ''}, nemesis "
           f"{'+'.join(config.nemesis) or 'none'}, {config.time_limit:g}s, seed {config.seed}",
           file=sys.stderr)
     _interrupt_once()

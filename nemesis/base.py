@@ -1,4 +1,10 @@
-"""The fault interface and what a fault may touch (see the package docstring)."""
+"""The fault interface and what a fault may touch (see the package docstring).
+
+`Env.nodes` is every node deployed; `Env.brokers` those of them that are brokers (issue 17), the
+rest (`Env.controllers`) being the quorum. A node fault may hit a broker (`one`, `all`), but the
+targets that speak of the quorum (`leader`, `minority`, `majority`) are drawn over the controllers:
+a "minority" that holds a broker would leave the quorum whole and test nothing it claims to.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,13 @@ class Env:
     disk: object | None = None
     # nodes that refused to start on a damaged disk: down for good, never restarted by a heal
     broken: set[str] = field(default_factory=set)
+    # the broker nodes among `nodes`: they follow the quorum, they are not in it
+    brokers: list[str] = field(default_factory=list)
+
+    @property
+    def controllers(self) -> list[str]:
+        """The nodes of the quorum (voters and spares): every node that is not a broker."""
+        return [n for n in self.nodes if n not in self.brokers]
 
     def leader(self) -> str | None:
         """The node most nodes name as leader, if the target can tell."""
@@ -88,21 +101,27 @@ def choose_nodes(env: Env, targets: list[str], rng: random.Random) -> dict[str, 
     leader the target asked (None: unknown, a random node then)."""
     target = rng.choice(targets)
     leader = env.leader() if target == "leader" else None
-    return {"target": target, "nodes": pick_nodes(target, env.nodes, rng, leader),
+    return {"target": target,
+            "nodes": pick_nodes(target, env.nodes, rng, leader, env.controllers),
             **({"leader": leader} if target == "leader" else {})}
 
 
 def pick_nodes(target: str, nodes: list[str], rng: random.Random,
-               leader: str | None) -> list[str]:
-    """The nodes a `one`, `leader`, `minority`, `majority` or `all` target names."""
+               leader: str | None, controllers: list[str] | None = None) -> list[str]:
+    """The nodes a `one`, `leader`, `minority`, `majority` or `all` target names. `one` and `all`
+    are drawn from every node; `leader` (when unknown), `minority` and `majority` from the
+    `controllers` (all of `nodes` when None): they are about the quorum."""
+    quorum = list(controllers) if controllers else list(nodes)
     if target == "leader" and leader is not None:
         return [leader]
-    if target in ("one", "leader"):
+    if target == "one":
         return [rng.choice(nodes)]
+    if target == "leader":
+        return [rng.choice(quorum)]
     if target == "minority":
-        return sorted(rng.sample(nodes, max(1, (len(nodes) - 1) // 2)))
+        return sorted(rng.sample(quorum, max(1, (len(quorum) - 1) // 2)))
     if target == "majority":
-        return sorted(rng.sample(nodes, len(nodes) // 2 + 1))
+        return sorted(rng.sample(quorum, len(quorum) // 2 + 1))
     if target == "all":
         return list(nodes)
     raise ValueError(f"unknown node target {target!r}")

@@ -53,7 +53,7 @@ class LaggingFollower(Fault):
 
     def choose(self, rng: random.Random) -> dict[str, Any]:
         leader = self.env.leader()
-        cuts, info = lagging_follower(self.env.nodes, rng, leader)
+        cuts, info = lagging_follower(self.env.controllers, rng, leader)
         return {"shape": "follower", "node": info["isolated"], "leader": leader,
                 "duration": self.duration, "groups": info["groups"],
                 "cut": sorted([a, b] for a, b in cuts)}

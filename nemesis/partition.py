@@ -15,6 +15,16 @@ A shape turns the nodes (and the leader, for `leader`) into a set of one-way cut
   on its return it must catch up, from a snapshot if the leader's log start passed it. The
   `lagging-follower` nemesis (nemesis/lagging.py) holds this shape long enough for that.
 
+- `broker`: one broker cut off from every controller (both ways), while the harness's clients
+  still reach it (they dial nodes directly, never through a cuttable link, on every backend): it
+  can no longer heartbeat, so the active controller must fence it after the session timeout, and
+  it must stop serving on its own after the broker heartbeat timeout (issue 17). Drawn only when
+  the run has brokers.
+
+With brokers (`brokers` given), every shape but `one` and `broker` is drawn over the controllers
+alone and leaves the brokers' links whole: the quorum's shapes are about the quorum; `one` draws
+from every node, so it may isolate a broker too.
+
 The shapes that need the leader (`leader`, `follower`) draw a random node when none is known, and
 the description says `"leader": null`.
 """
@@ -22,13 +32,16 @@ the description says `"leader": null`.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
 
-SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge", "follower")
+SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge", "follower", "broker")
+# the shapes that cut brokers off: a run without brokers cannot have them
+BROKER_SHAPES = ("broker",)
 # the shapes drawn with the leader's name: a target that cannot tell it cannot have them
 NEEDS_LEADER = ("leader", "follower")
 
@@ -79,12 +92,31 @@ def lagging_follower(nodes: list[str], rng: random.Random,
     return cuts, {**info, "leader": leader}
 
 
+def broker_cut_off(broker: str, controllers: list[str]) -> tuple[set[Link], dict[str, Any]]:
+    """`broker` cut off from every controller both ways (clients are no links: they still
+    reach it)."""
+    return _between([broker], controllers), {"groups": [[broker], sorted(controllers)],
+                                             "isolated": broker, "broker": broker}
+
+
 def cuts_for(shape: str, nodes: list[str], rng: random.Random,
-             leader: str | None) -> tuple[set[Link], dict[str, Any]]:
-    if shape == "halves":
-        return halves(nodes, rng)
+             leader: str | None, brokers: Sequence[str] = ()) -> tuple[set[Link], dict[str, Any]]:
+    """The cuts and the description of `shape` over `nodes`, of which `brokers` are brokers."""
     if shape == "one":
         return isolate(rng.choice(nodes), nodes)
+    controllers = [n for n in nodes if n not in brokers]
+    if shape == "broker":
+        if not brokers:  # never drawn so (nemesis.registry); as `one` if asked
+            cuts, info = isolate(rng.choice(nodes), nodes)
+            return cuts, {**info, "broker": None}
+        return broker_cut_off(rng.choice(list(brokers)), controllers)
+    return _quorum_cuts(shape, controllers, rng, leader)
+
+
+def _quorum_cuts(shape: str, nodes: list[str], rng: random.Random,
+                 leader: str | None) -> tuple[set[Link], dict[str, Any]]:
+    if shape == "halves":
+        return halves(nodes, rng)
     if shape == "leader":
         cuts, info = isolate(leader if leader is not None else rng.choice(nodes), nodes)
         return cuts, {**info, "leader": leader}
@@ -111,7 +143,7 @@ class Partition(Fault):
     def choose(self, rng: random.Random) -> dict[str, Any]:
         shape = rng.choice(self.shapes)
         leader = self.env.leader() if shape in NEEDS_LEADER else None
-        cuts, info = cuts_for(shape, self.env.nodes, rng, leader)
+        cuts, info = cuts_for(shape, self.env.nodes, rng, leader, self.env.brokers)
         return {"shape": shape, **info, "cut": sorted([a, b] for a, b in cuts)}
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from contracts.backend import Backend, CanPartition
 from contracts.target import DB, CanKill, CanPause, HasLeader
 from nemesis.base import Env, Fault
+from nemesis.brokers import KIND as STALE_INCARNATION
+from nemesis.brokers import CanReplayRegistration, StaleIncarnation
 from nemesis.disk import (
     CORRUPT,
     CORRUPT_TARGETS,
@@ -22,14 +24,14 @@ from nemesis.lagging import KIND as LAGGING
 from nemesis.links import Links
 from nemesis.membership import KIND as MEMBERSHIP
 from nemesis.membership import CanChangeMembership, Membership
-from nemesis.partition import NEEDS_LEADER, SHAPES, Partition
+from nemesis.partition import BROKER_SHAPES, NEEDS_LEADER, SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause
 
-KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP, *DISK_KINDS)
+KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP, *DISK_KINDS, STALE_INCARNATION)
 # what `kraft test` runs when no --nemesis is given: the lagging follower is asked for by name,
 # since it holds a node away for its whole duration, whatever the interval; membership too, since
 # it changes how the nodes are deployed (spares, voters in the log); the disk faults too, since
-# they mount a filesystem under every node
+# they mount a filesystem under every node; stale-incarnation too, since it needs brokers
 DEFAULT_KINDS = ("partition", "pause", "kill")
 
 
@@ -51,18 +53,21 @@ def available(backend: Backend, db: DB,
         FSYNC_STALL: disk,
         POWER_LOSS: disk or killable,
         CORRUPT: disk or killable,
+        STALE_INCARNATION: killable or (None if isinstance(db, CanReplayRegistration)
+                                        else "the target cannot replay a broker registration"),
     }
 
 
 def build(kinds: list[str], env: Env, shapes: list[str],
           lagging_duration: float = DURATION, initial_voters: int | None = None) -> list[Fault]:
     """The faults of `kinds`. `initial_voters` is how many of `env.nodes` were deployed as voters
-    (the rest are the membership nemesis's spares); all of them, when None."""
+    (the rest are the membership nemesis's spares, and `env.brokers`); all of them, when None."""
     leader_known = isinstance(env.db, HasLeader)
 
     def usable(options: tuple[str, ...] | list[str]) -> list[str]:
-        # a leader-targeted fault needs a target that can say who leads
-        return [o for o in options if o not in NEEDS_LEADER or leader_known] or ["one"]
+        # a leader-targeted fault needs a target that can say who leads, a broker shape brokers
+        return [o for o in options if (o not in NEEDS_LEADER or leader_known)
+                and (o not in BROKER_SHAPES or env.brokers)] or ["one"]
 
     # the network faults share one set of cut links, so that one's stop keeps the other's cuts
     links = Links(env.backend) if isinstance(env.backend, CanPartition) else None
@@ -84,6 +89,8 @@ def build(kinds: list[str], env: Env, shapes: list[str],
             faults.append(PowerLoss(env, list(POWER_TARGETS)))
         elif kind == CORRUPT:
             faults.append(Corrupt(env, list(CORRUPT_TARGETS)))
+        elif kind == STALE_INCARNATION:
+            faults.append(StaleIncarnation(env))
         else:
             raise ValueError(f"unknown nemesis {kind!r}")
     return faults

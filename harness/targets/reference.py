@@ -31,7 +31,16 @@ own route to each peer, `ROUTES`, keeps the links cuttable, once the node takes 
 `quorum` (DescribeQuorum), `add_voter` and `remove_voter` (AddRaftVoter, RemoveRaftVoter through
 `reference_node.voter_admin`) are the membership nemesis's levers (`nemesis.membership`).
 
-The target runs the `append` and `kv` workloads; `--node-config` takes the node's own keys
+With brokers (issue 17, `use_brokers` before `setup`), those nodes are deployed after the
+controllers with `process.roles=broker`: the quorum (`controller.quorum.voters`, `client.voters`)
+is the controllers alone, and each broker follows it as an observer, registers with the active
+controller and heartbeats, advertising the address the harness's clients dial it at
+(`advertised.listeners`). `leaders` asks the controllers only. `registration` (the active
+controller's image of one broker, read through the `__brokers` view) and `register` (a
+BrokerRegistration sent as any incarnation) are the `stale-incarnation` nemesis's levers
+(`nemesis.brokers`).
+
+The target runs the `append`, `kv` and `brokers` workloads; `--node-config` takes the node's own keys
 (`reference_node.config`), the KIP-630 snapshot and retention ones among them
 (`metadata.log.max.record.bytes.between.snapshots=2000` makes a run snapshot often).
 """
@@ -44,6 +53,7 @@ import signal
 import socket
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,7 +62,12 @@ from typing import Any
 
 from contracts.backend import Backend, BackendError
 from contracts.target import DB, Client, Target
-from harness.targets.reference_client import WIRE_ERRORS, ReferenceClient, leader_of
+from harness.targets.reference_client import (
+    WIRE_ERRORS,
+    ReferenceClient,
+    describe_brokers,
+    leader_of,
+)
 from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.properties import render
 from reference_node.storage.meta import random_uuid
@@ -68,6 +83,8 @@ HARNESS_KEYS = ("node.id", "process.roles", "controller.quorum.voters", "listene
                 "cluster.id", "events.dir")
 # ... and those it writes instead of controller.quorum.voters for a dynamic quorum (membership)
 DYNAMIC_KEYS = ("controller.quorum.bootstrap.servers", ROUTES)
+# ... and the one it writes for a broker: where the harness's clients reach it
+BROKER_KEYS = ("advertised.listeners",)
 
 # The harness's own `--node-config` key: how the nodes' controller listeners are secured.
 SECURITY = "security"
@@ -112,15 +129,22 @@ def dialled_hosts(backend: Backend, nodes: list[str], node: str) -> list[str]:
 
 
 def properties(backend: Backend, nodes: list[str], node: str,
-               overrides: dict[str, str], spares: list[str] | None = None) -> str:
+               overrides: dict[str, str], spares: list[str] | None = None,
+               brokers: list[str] | None = None) -> str:
     """`node`'s server.properties, escaped as Java's `Properties.store` does (`overrides` win).
 
     A static quorum (`spares` None) lists every node in `controller.quorum.voters`, at the
     addresses this node dials them by. A dynamic one (KIP-853: the membership nemesis, `spares`
     given) names the initial voters as `controller.quorum.bootstrap.servers` instead (itself
     left out, unless it is the only one), and, where the node knows the key, its route to every
-    other node (`ROUTES`), so that links stay the harness's to cut."""
+    other node (`ROUTES`), so that links stay the harness's to cut.
+
+    The nodes of `brokers` are not in the quorum: every node's voters (and the voters it
+    advertises to clients) are the others; a broker gets `process.roles=broker` and advertises
+    the address the harness's clients dial it at."""
     me = node_id(nodes, node)
+    brokers = brokers or []
+    controllers = [n for n in nodes if n not in brokers]
     host, port = backend.bind_address(node, "kafka")
 
     def dialled(other: str) -> str:
@@ -128,19 +152,24 @@ def properties(backend: Backend, nodes: list[str], node: str,
         return f"{node_id(nodes, other)}@{h}:{p}"
 
     clients = [f"{node_id(nodes, o)}@{':'.join(map(str, backend.client_address(o, 'kafka')))}"
-               for o in nodes]
+               for o in controllers]
     if spares is None:
-        quorum = {"controller.quorum.voters": ",".join(dialled(o) for o in nodes)}
+        quorum = {"controller.quorum.voters": ",".join(dialled(o) for o in controllers)}
     else:
-        initial = [n for n in nodes if n not in spares]
+        initial = [n for n in controllers if n not in spares]
         servers = [n for n in initial if n != node] or initial
         quorum = {"controller.quorum.bootstrap.servers":
                   ",".join(dialled(o).partition("@")[2] for o in servers)}
         if routes_known():
-            quorum[ROUTES] = ",".join(dialled(o) for o in nodes if o != node)
+            quorum[ROUTES] = ",".join(dialled(o) for o in controllers if o != node)
+    role: dict[str, str] = {"process.roles": "controller"}
+    if node in brokers:
+        advertised = backend.client_address(node, "kafka")
+        role = {"process.roles": "broker",
+                "advertised.listeners": f"{LISTENER}://{advertised[0]}:{advertised[1]}"}
     settings = {
         "node.id": str(me),
-        "process.roles": "controller",
+        **role,
         **quorum,
         "listeners": f"{LISTENER}://{host}:{port}",
         "controller.listener.names": LISTENER,
@@ -198,6 +227,8 @@ class ReferenceDB(DB):
         # every node's directory id is known once it is formatted
         self.spares: list[str] | None = None
         self.directory_ids: dict[str, str] = {}
+        # the nodes deployed as brokers (use_brokers): they follow the quorum, not in it
+        self.brokers: list[str] = []
         # Kafka's Uuid form, never starting with '-' (kafka-storage would read it as a flag)
         self.cluster_id = random_uuid()
         self.tls: RunTls | None = None
@@ -230,7 +261,7 @@ class ReferenceDB(DB):
 
         def prepare(node: str) -> None:
             overrides = {**self._ship_tls(backend, nodes, node), **node_config}
-            config = properties(backend, nodes, node, overrides, self.spares)
+            config = properties(backend, nodes, node, overrides, self.spares, self.brokers)
             backend.write_file(node, self._path(backend, node, CONFIG), config.encode())
             backend.exec(node, ["kraft", "node", "format", "--config",
                                 self._path(backend, node, CONFIG),
@@ -252,14 +283,18 @@ class ReferenceDB(DB):
         self.spares = list(spares)
         self.directory_ids = dict(directory_ids)
 
+    def use_brokers(self, brokers: list[str]) -> None:
+        """Before `setup`: deploy the nodes of `brokers` as brokers (`nemesis.brokers`)."""
+        self.brokers = list(brokers)
+
     def _voters_in_log(self, backend: Backend, nodes: list[str], node: str) -> list[str]:
         """The format flags of a membership deployment: the initial voters' list for each of
         them, none for a spare (nothing without use_spares: the static controller.quorum.voters)."""
         if self.spares is None:
             return []
-        if node in self.spares:
+        if node in self.spares or node in self.brokers:
             return ["--no-initial-controllers"]
-        voters = [n for n in nodes if n not in self.spares]
+        voters = [n for n in nodes if n not in self.spares and n not in self.brokers]
         return ["--initial-controllers",
                 initial_controllers(backend, nodes, voters, self.directory_ids)]
 
@@ -341,9 +376,10 @@ class ReferenceDB(DB):
         backend.signal(node, signal.SIGCONT)
 
     def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, Any]:
-        """Each node's view of the leader, by node name (None: unknown or unreachable)."""
+        """Each controller's view of the leader, by node name (None: unknown or unreachable);
+        the brokers are not asked: they follow a leader, they do not elect one."""
         views: dict[str, Any] = {}
-        for node in nodes:
+        for node in [n for n in nodes if n not in self.brokers]:
             leader = leader_of(backend.client_address(node, "kafka"), timeout=0.5,
                                ssl=self.client_ssl)
             views[node] = nodes[leader - 1] if leader is not None and 0 < leader <= len(nodes) \
@@ -418,6 +454,46 @@ class ReferenceDB(DB):
             return type(exc).__name__
         return "ok"
 
+    # -- brokers (nemesis.brokers.CanReplayRegistration) -------------------------------------
+
+    def registration(self, backend: Backend, nodes: list[str],
+                     broker: str) -> dict[str, Any] | None:
+        """`broker`'s registration as the active controller's image has it (a linearizable read
+        of `__brokers` on each controller in turn, the leader answering), or None."""
+        me = str(node_id(nodes, broker))
+        for node in self._leader_first(backend, nodes):
+            view = describe_brokers(backend.client_address(node, "kafka"), DESCRIBE_TIMEOUT,
+                                    ssl=self.client_ssl)
+            if view is not None and view.get("role") == "controller":
+                found = view["brokers"].get(me)
+                return dict(found) if isinstance(found, dict) else None
+        return None
+
+    def _leader_first(self, backend: Backend, nodes: list[str]) -> list[str]:
+        """The controllers, the one most of them name as leader first."""
+        controllers = [n for n in nodes if n not in self.brokers]
+        named = [v for v in self.leaders(backend, nodes).values() if v is not None]
+        leader = max(set(named), key=named.count) if named else None
+        return sorted(controllers, key=lambda n: n != leader)
+
+    def register(self, backend: Backend, nodes: list[str], broker: str,
+                 registration: dict[str, Any]) -> dict[str, Any]:
+        """A BrokerRegistration for `broker` as incarnation `registration["incarnation"]`
+        (advertising its host and port) to the leader: `{"error": NAME, "broker_epoch": E}`,
+        NAME the kio ErrorCode name (`none`: accepted), or the client's wire error."""
+        from reference_node.wire import WireError
+
+        leader = self._leader_first(backend, nodes)[0]
+        try:
+            return send_registration(
+                backend.client_address(leader, "kafka"), node_id(nodes, broker),
+                self.cluster_id, uuid.UUID(str(registration["incarnation"])),
+                str(registration["host"]), int(registration["port"]), DESCRIBE_TIMEOUT,
+                ssl=self.client_ssl)
+        except WireError as exc:
+            return {"error": WIRE_ERRORS.get(type(exc), "wire-error"), "broker_epoch": -1,
+                    "leader": leader}
+
     def collect(self, backend: Backend, node: str, into: Path) -> None:
         into.mkdir(parents=True, exist_ok=True)
         for name in (LOG, CONFIG, EVENTS, DATA, TLS_DIR):
@@ -427,6 +503,32 @@ class ReferenceDB(DB):
         if events is not None and not (into / EVENTS).exists():
             (into / EVENTS).write_bytes(events.read_bytes())
         write_node_dumps(into, node_id(self.nodes, node) if node in self.nodes else None)
+
+
+def send_registration(address: tuple[str, int], broker_id: int, cluster_id: str,
+                      incarnation: uuid.UUID, host: str, port: int, timeout: float,
+                      ssl: SSLContext | None = None) -> dict[str, Any]:
+    """One BrokerRegistration (the highest version both sides speak) to the node at `address`;
+    its answer `{"error": kio ErrorCode name, "broker_epoch": E}`. WireError when none came."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.types import BrokerId
+    from kio.static.primitive import i16, u16
+
+    from reference_node.wire import KafkaClient
+    from reference_node.wire.apis import BROKER_REGISTRATION, request_module
+
+    def build(version: int) -> Any:
+        m = request_module(BROKER_REGISTRATION, version)
+        listener = m.Listener(name=LISTENER, host=host, port=u16(port),
+                              security_protocol=i16(1 if ssl is not None else 0))
+        return m.BrokerRegistrationRequest(broker_id=BrokerId(broker_id), cluster_id=cluster_id,
+                                           incarnation_id=incarnation, listeners=(listener,),
+                                           features=(), rack=None)
+
+    with KafkaClient(*address, client_id="kraft-harness", timeout=timeout, ssl=ssl) as client:
+        response = client.call(BROKER_REGISTRATION, build, timeout)
+    return {"error": ErrorCode(int(response.error_code)).name,
+            "broker_epoch": int(response.broker_epoch)}
 
 
 def write_node_dumps(into: Path, me: int | None) -> None:
@@ -473,11 +575,11 @@ class ReferenceTarget(Target):
         refuse them), or None; before deploying."""
         from reference_node.config import ConfigError, from_properties
 
-        owned = [key for key in node_config if key in HARNESS_KEYS + DYNAMIC_KEYS]
+        keys = HARNESS_KEYS + DYNAMIC_KEYS + BROKER_KEYS
+        owned = [key for key in node_config if key in keys]
         if owned:
             return (f"{', '.join(owned)}: set by the harness for each node (its id, addresses, "
-                    f"peers, directory, cluster id); the keys it owns are "
-                    f"{', '.join(HARNESS_KEYS + DYNAMIC_KEYS)}")
+                    f"peers, directory, cluster id); the keys it owns are {', '.join(keys)}")
 
         tls_owned = [key for key in node_config if key in TLS_KEYS]
         if tls_owned:
@@ -498,7 +600,7 @@ class ReferenceTarget(Target):
         return None
 
     def workloads(self) -> list[str]:
-        return ["append", "kv"]
+        return ["append", "kv", "brokers"]
 
     def db(self) -> DB:
         self._db = ReferenceDB()

@@ -14,6 +14,17 @@
   a cas came out there: "swapped" or "not-swapped" (anything else: the outcome is unknown, `info`).
   A read is a consumer Fetch of the topic `__kv_image` from 0: the node's image at its high
   watermark, one record per key (key and value as JSON).
+- describe (the `brokers` workload, issue 17): a consumer Fetch of `__brokers` partition 0 from
+  0, always of the client's OWN node (never moved to the leader: what a broker serves is the
+  point). The one batch holds (keys are JSON), on a broker only, a record keyed `"self"` (the
+  broker's own report:
+  state, incarnation, epoch, self_fenced, contact_age_ms, offset), then one record per registered
+  broker keyed by its id (`BrokerInfo.to_json()`); ok `{"node", "role", "offset": the partition's
+  high watermark, "self": ... | null, "brokers": {"<id>": ...}}`. BROKER_NOT_AVAILABLE (a broker
+  that does not serve) is fail `broker-not-available`; NOT_LEADER_OR_FOLLOWER (a controller that
+  does not lead) fail `not-leader-or-follower`; a timeout or a lost connection `info`: a
+  describe's outcome is judged by what it says, so an unknown one is never passed off as a
+  refusal.
 
 What an outcome means: a connection refused, or an error code the node sends only for a request it
 did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending, a closed
@@ -51,6 +62,7 @@ from reference_node.wire import (
     VersionMismatch,
     WireError,
 )
+from reference_node.wire.brokers_view import BROKERS_TOPIC, parse_brokers_view
 from reference_node.wire.records import build_append_batch, build_batch, parse_batches, read_values
 from reference_node.wire.requests import (
     EARLIEST_TIMESTAMP,
@@ -63,6 +75,11 @@ from reference_node.wire.requests import (
 MAX_BYTES = 32 << 20
 # The topic a consumer Fetch reads the node's kv image from (the brief of issue 15).
 KV_IMAGE = "__kv_image"
+# The topic a consumer Fetch reads the node's view of the brokers from (issue 17).
+BROKERS_VIEW = BROKERS_TOPIC
+# the describe's own names for its refusals (the design's, the kebab form of Kafka's names)
+DESCRIBE_REFUSALS = {ErrorCode.broker_not_available: "broker-not-available",
+                     ErrorCode.not_leader_or_follower: "not-leader-or-follower"}
 # A cas's outcome on the node, in the Produce partition response's error_message.
 CAS_OUTCOMES = {"swapped": True, "not-swapped": False}
 
@@ -110,11 +127,15 @@ class ReferenceClient(Client):
         self.names: dict[int, str] = {}
         self.current = 0
         self.conn: KafkaClient | None = None
+        # the node the client was opened at, and a connection of its own to it: a describe is
+        # asked of this node whatever leader the other ops moved to
+        self.home = 0
+        self.home_conn: KafkaClient | None = None
 
     def open(self, backend: Backend, nodes: list[str], node: str) -> None:
         self.names = {i + 1: n for i, n in enumerate(nodes)}
         self.addresses = {i + 1: backend.client_address(n, "kafka") for i, n in enumerate(nodes)}
-        self.current = nodes.index(node) + 1
+        self.current = self.home = nodes.index(node) + 1
         # best effort: start at the leader if the node knows it (not an operation)
         leader = leader_of(self.addresses[self.current], timeout=1.0, ssl=self.ssl)
         if leader in self.addresses:
@@ -124,6 +145,9 @@ class ReferenceClient(Client):
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+        if self.home_conn is not None:
+            self.home_conn.close()
+            self.home_conn = None
 
     def _connection(self, timeout: float) -> KafkaClient:
         if self.conn is None:
@@ -144,6 +168,8 @@ class ReferenceClient(Client):
             self._rotate()
 
     def invoke(self, op: Op, timeout: float) -> Op:
+        if op["f"] == "describe":
+            return self._describe(op, timeout)
         node = self.names[self.current]
         f = op["f"]
         try:
@@ -165,6 +191,24 @@ class ReferenceClient(Client):
                 self._rotate()
             return {**op, "type": "fail" if certain else "info", "node": node,
                     "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
+
+    def _describe(self, op: Op, timeout: float) -> Op:
+        """The brokers as the client's own node sees them (never another node's view)."""
+        node = self.names[self.home]
+        try:
+            if self.home_conn is None:
+                host, port = self.addresses[self.home]
+                self.home_conn = KafkaClient(host, port, client_id="kraft-harness",
+                                             timeout=timeout, ssl=self.ssl)
+            part = _fetch_view(self.home_conn, timeout)
+        except WireError as exc:
+            if self.home_conn is not None:
+                self.home_conn.close()
+                self.home_conn = None
+            # not even sent: certainly nothing said; else the answer is unknown
+            return {**op, "type": "fail" if exc.certainly_not_sent else "info", "node": node,
+                    "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
+        return {**describe_outcome(op, part, node), "node": node}
 
     def _rotate(self) -> None:
         ids = sorted(self.addresses)
@@ -284,6 +328,52 @@ def _partition(response: Any, topic: str) -> Any:
         if answer.topic == topic and answer.partitions:
             return answer.partitions[0]
     raise BadResponse(f"the Fetch response names no partition of {topic}")
+
+
+def _fetch_view(conn: KafkaClient, timeout: float) -> Any:
+    """A consumer Fetch of `__brokers` partition 0 from 0: the partition's answer."""
+    response = conn.call(
+        FETCH, lambda v: fetch_request(v, 0, topic=BROKERS_VIEW, max_bytes=MAX_BYTES), timeout)
+    return _partition(response, BROKERS_VIEW)
+
+
+def describe_outcome(op: Op, part: Any, node: str) -> Op:
+    """A describe's completion from the `__brokers` partition answer of `node`."""
+    code = ErrorCode(int(part.error_code))
+    if code == ErrorCode.request_timed_out:
+        return {**op, "type": "info", "error": "timeout"}
+    if code != ErrorCode.none:
+        return {**op, "type": "fail",
+                "error": DESCRIBE_REFUSALS.get(code, code.name.replace("_", "-"))}
+    try:
+        mine, brokers = brokers_of(part.records)
+    except ValueError as exc:
+        return {**op, "type": "fail", "error": "bad-view", "detail": str(exc)[:200]}
+    role = str(mine.get("role", "broker")) if mine is not None else "controller"
+    return {**op, "type": "ok", "value": {"node": node, "role": role,
+                                         "offset": int(part.high_watermark), "self": mine,
+                                         "brokers": brokers}}
+
+
+def brokers_of(records: bytes | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The `self` record (None on a controller) and the brokers by id (as text, as JSON keeps
+    them in the history) of a `__brokers` answer. ValueError (one line) for a record that is
+    not one."""
+    mine, brokers = parse_brokers_view(records)
+    return mine, {str(broker): info for broker, info in brokers.items()}
+
+
+def describe_brokers(address: tuple[str, int], timeout: float,
+                     ssl: SSLContext | None = None) -> dict[str, Any] | None:
+    """The describe view of the node at `address` (the ok value, without `node`), or None when
+    it refused or did not answer (for the harness's own questions, not an operation)."""
+    with contextlib.suppress(WireError, OSError), \
+            KafkaClient(*address, client_id="kraft-harness", timeout=timeout, ssl=ssl) as conn:
+        done = describe_outcome({"f": "describe", "value": None}, _fetch_view(conn, timeout), "")
+        if done["type"] == "ok":
+            value: dict[str, Any] = done["value"]
+            return value
+    return None
 
 
 def image_of(records: bytes | None) -> dict[Any, Any]:

@@ -1,0 +1,156 @@
+"""`stale-incarnation`: a broker's earlier process comes back from the dead (issue 17).
+
+Theory of operation. Each broker process has an incarnation id, a time-ordered UUID drawn at
+process start; the active controller keeps the incarnation each broker registered with, and must
+refuse a registration from an OLDER incarnation (DUPLICATE_BROKER_REGISTRATION): it can only come
+from a process that has since been replaced (a zombie that was paused, or a registration delayed
+in the network), and accepting it would hand the broker id back to that process.
+
+This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it
+is registered with (the active controller's image, through `CanReplayRegistration.registration`).
+The start kills the broker and starts it again (a new process: a new, greater incarnation), and
+waits until that incarnation is registered. The stop then sends the OLD incarnation's
+BrokerRegistration (same id, host and port) to the active controller, as the old process would
+have, and records the controller's answer. An answer `none` with a broker epoch is an accepted
+replay: the broker id's registration went back to an older incarnation, which the fencing checker
+names `incarnation-regressed`.
+
+History (docs: the design of issue 17): the start's invoke value is `{"node", "old_incarnation"}`,
+its completion adds `"new_incarnation"` (null when the restarted broker did not register within
+REGISTER_TIMEOUT); the stop's value is `{"node", "answer": {"error": <kio ErrorCode name, or the
+client's wire error>, "broker_epoch": E}}`, with error `not-sent` when there was nothing to replay
+(no registration known, or no new one). The fault is `instant`: the schedule stops it in the turn
+it starts it. `heal` starts every broker that is not running.
+
+The deployment side lives here too: `CanDeployBrokers`, a DB that deploys some of its nodes as
+brokers (told before `setup`, like the membership nemesis's spares).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any, Protocol, runtime_checkable
+
+from contracts.backend import Backend
+from contracts.target import CanKill
+from nemesis.base import Env, Fault
+
+KIND = "stale-incarnation"
+# seconds for the restarted broker to register its new incarnation, and for a replay to find a
+# controller that answers it as the active one
+REGISTER_TIMEOUT = 20.0
+REPLAY_TIMEOUT = 10.0
+POLL = 0.25
+NOT_SENT = "not-sent"
+# answers that say the asked node was not (or no longer) the active controller: ask again
+NOT_ACTIVE = ("not_controller", "connect-failed", "timeout", "connection-closed")
+
+
+@runtime_checkable
+class CanDeployBrokers(Protocol):
+    """A DB that deploys some of its nodes as brokers (`process.roles=broker`): told which before
+    `setup`; the others form the quorum."""
+
+    def use_brokers(self, brokers: list[str]) -> None: ...
+
+
+@runtime_checkable
+class CanReplayRegistration(Protocol):
+    """A DB that can say how a broker is registered, and register one as any incarnation."""
+
+    def registration(self, backend: Backend, nodes: list[str],
+                     broker: str) -> dict[str, Any] | None:
+        """`broker`'s registration in the active controller's image (`BrokerInfo.to_json()`:
+        `incarnation`, `epoch`, `host`, `port`, ...), or None when no controller could say or it
+        is not registered."""
+
+    def register(self, backend: Backend, nodes: list[str], broker: str,
+                 registration: dict[str, Any]) -> dict[str, Any]:
+        """Send a BrokerRegistration for `broker` with `registration`'s incarnation, host and
+        port to the node that leads now; its answer `{"error": NAME, "broker_epoch": E}`."""
+
+
+def is_newer(new: str | None, old: str | None) -> bool:
+    """Whether incarnation `new` is a later one than `old` (time-ordered UUIDs: by value)."""
+    if new is None or old is None:
+        return False
+    try:
+        return uuid.UUID(new).int > uuid.UUID(old).int
+    except ValueError:
+        return False
+
+
+class StaleIncarnation(Fault):
+    kind = KIND
+    instant = True  # the schedule stops it at once (nemesis/schedule.py)
+
+    def __init__(self, env: Env) -> None:
+        if not isinstance(env.db, CanReplayRegistration):
+            raise TypeError("the target cannot replay a broker registration")
+        if not isinstance(env.db, CanKill):
+            raise TypeError("the target cannot kill nodes")
+        if not env.brokers:
+            raise TypeError("the run has no brokers")
+        self.env = env
+        self.killer: CanKill = env.db
+        self.ops: CanReplayRegistration = env.db
+        self.old: dict[str, Any] | None = None  # the registration to replay
+        self.node: str | None = None
+        self.renewed = False  # whether the restarted broker registered a newer incarnation
+
+    def choose(self, rng: random.Random) -> dict[str, Any]:
+        broker = rng.choice(self.env.brokers)
+        old = self.ops.registration(self.env.backend, self.env.nodes, broker)
+        choice: dict[str, Any] = {"node": broker,
+                                  "old_incarnation": old.get("incarnation") if old else None}
+        if old is None:
+            choice["reason"] = "no controller knows a registration of it"
+        return choice
+
+    def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        node = str(choice["node"])
+        self.node, self.renewed = node, False
+        old = choice.get("old_incarnation")
+        self.old = None
+        if old is None:
+            return {**choice, "new_incarnation": None}
+        registered = self.ops.registration(self.env.backend, self.env.nodes, node)
+        # the one chosen (read again: its host and port, as the old process advertised them)
+        self.old = registered if registered and registered.get("incarnation") == old else {
+            **(registered or {}), "incarnation": old}
+        # a kill, not a stop: the old process gets no say (no controlled shutdown)
+        self.killer.kill(self.env.backend, node)
+        self.env.db.start(self.env.backend, node)
+        new = self._await_newer(node, str(old))
+        self.renewed = new is not None
+        return {**choice, "new_incarnation": new}
+
+    def _await_newer(self, node: str, old: str) -> str | None:
+        """The incarnation `node` is registered with once it is newer than `old`, or None."""
+        deadline = time.monotonic() + REGISTER_TIMEOUT
+        while time.monotonic() < deadline:
+            now = self.ops.registration(self.env.backend, self.env.nodes, node)
+            if now is not None and is_newer(now.get("incarnation"), old):
+                return str(now["incarnation"])
+            time.sleep(POLL)
+        return None
+
+    def stop(self) -> dict[str, Any]:
+        node, old = self.node, self.old
+        self.old = None
+        if node is None or old is None or not self.renewed or "host" not in old:
+            return {"node": node, "answer": {"error": NOT_SENT, "broker_epoch": -1}}
+        deadline = time.monotonic() + REPLAY_TIMEOUT
+        while True:
+            answer = self.ops.register(self.env.backend, self.env.nodes, node, old)
+            if answer.get("error") not in NOT_ACTIVE or time.monotonic() > deadline:
+                return {"node": node, "old_incarnation": old["incarnation"], "answer": answer}
+            time.sleep(POLL)
+
+    def heal(self) -> None:
+        self.old, self.renewed = None, False
+        for node in self.env.brokers:
+            if node not in self.env.broken and not self.env.backend.is_running(node):
+                self.env.db.start(self.env.backend, node)
