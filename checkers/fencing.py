@@ -710,7 +710,7 @@ def _unfenced_before_caught_up(run: _Run) -> None:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} unfenced broker {run.roster.name(event.get('broker', -1))} "
                       f"(epoch {epoch}) at offset {event.get('offset')} on a heartbeat whose "
-                      f"metadata offset {caught_up} is below its registration",
+                      f"metadata end offset {caught_up} had not passed its registration record",
                       node=node.name, broker=run.roster.name(event.get("broker", -1)),
                       rule="controller-event", event=event)
     for offset, record in sorted(run.records.items()):
@@ -719,14 +719,15 @@ def _unfenced_before_caught_up(run: _Run) -> None:
                 and caught_up <= epoch:
             found.add("unfenced-before-caught-up", [],
                       f"the committed log unfences broker {run.roster.name(record['broker'])} "
-                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up} below its "
-                      f"registration", broker=run.roster.name(record["broker"]), rule="log",
+                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up}: not past its "
+                      f"registration record", broker=run.roster.name(record["broker"]), rule="log",
                       offset=offset)
     _activated_before_caught_up(run)
 
 
 def _activated_before_caught_up(run: _Run) -> None:
-    """A broker that calls itself active while its metadata is below its registration."""
+    """A broker that calls itself active before its metadata passed its registration record
+    (its end offset, exclusive, at or below its broker epoch)."""
     found = run.found
     for node, event in events(run.nodes, "broker-state"):
         epoch, reached = event.get("broker_epoch"), event.get("metadata_offset")
@@ -734,7 +735,7 @@ def _activated_before_caught_up(run: _Run) -> None:
                 and 0 <= reached <= epoch:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} became active at broker epoch {epoch} with its metadata "
-                      f"only at offset {reached}", node=node.name, rule="broker-event",
+                      f"ending at offset {reached}: its registration not applied", node=node.name, rule="broker-event",
                       event=event)
     for answer in run.answers:
         own = answer.self_record or {}
@@ -743,7 +744,8 @@ def _activated_before_caught_up(run: _Run) -> None:
                 and 0 <= reached <= epoch:
             found.add("unfenced-before-caught-up", [answer.invoke, answer.done],
                       f"{answer.node} answered (op {answer.done}) as active at broker epoch "
-                      f"{epoch} with its metadata only at offset {reached}",
+                      f"{epoch} with its metadata ending at offset {reached}: its registration not "
+                      f"applied",
                       node=answer.node, rule="self-report")
 
 

@@ -51,8 +51,9 @@ checked, so that a missing or unreadable one is a `ConfigError` naming the key a
 
 Roles (`process.roles`): `controller` (a voter or observer of the quorum) or `broker` (an observer
 of the metadata log that registers with the active controller and heartbeats: BrokerRegistration
-and BrokerHeartbeat). Kafka's combined `broker,controller` is refused with its reason: the core's
-broker is an observer, never a voter. The broker keys and defaults
+and BrokerHeartbeat), or both, Kafka's combined `broker,controller` (a controller that is a broker
+of the same id; while it leads, its broker talks to its own controller inside the core). The
+broker keys and defaults
 are the core's (`RaftConfig`): `broker.session.timeout.ms` (9000; Kafka's name: the controller
 fences a broker that has not heartbeated for this long), `broker.heartbeat.interval.ms` (2000;
 Kafka's), and `broker.heartbeat.timeout.ms` (12000; this project's: a broker that has had no
@@ -60,7 +61,7 @@ heartbeat answered for this long fences itself), which must exceed the session t
 proposal requires, so that a broker never serves longer than the controller lets it. The check
 is made on every node, whatever its roles: the three keys are the cluster's settings. A broker
 needs a quorum to follow (`controller.quorum.voters` or `controller.quorum.bootstrap.servers`)
-and a `node.id` that is no voter's. It keeps the listeners a controller has (the minimal
+and, unless it is a controller too, a `node.id` that is no voter's. It keeps the listeners a controller has (the minimal
 choice): `listeners[0]` is where it serves clients, its peers never dial it; unlike a
 controller's, its `listeners` need not name a `controller.listener.names` entry (Kafka's brokers
 must not), which then only gives the protocol it dials the controllers with. What it advertises
@@ -321,18 +322,16 @@ def _names(v: str) -> tuple[str, ...]:
     return names
 
 
-ROLES = (("controller",), ("broker",))
+ROLES = (("controller",), ("broker",), ("broker", "controller"))
 
 
 def _roles(v: str) -> tuple[str, ...]:
-    """One of `ROLES`. Both roles at once (Kafka's combined mode) are refused: the core's
-    broker is an observer, so a voter cannot be one (raft/core.py)."""
+    """One of `ROLES`, in any order: `broker,controller` is Kafka's combined mode (a voter, or a
+    controller observer, that registers and heartbeats as a broker of the same id)."""
     items = [x.lower() for x in _items(v)]
     roles = tuple(sorted(set(items)))
     if len(roles) != len(items) or roles not in ROLES:
-        combined = " (broker,controller is not supported: run the broker as a node of its own)" \
-            if roles == ("broker", "controller") else ""
-        raise ValueError("controller | broker" + combined)
+        raise ValueError("controller | broker | broker,controller")
     return roles
 
 
@@ -542,7 +541,7 @@ def _check_broker(cfg: NodeConfig) -> None:
                           "less than broker.session.timeout.ms (a few heartbeats per session)")
     if not cfg.is_broker:
         return
-    if cfg.node_id in cfg.voters:
+    if not cfg.is_controller and cfg.node_id in cfg.voters:
         raise ConfigError("node.id", f"{cfg.node_id} is a voter in controller.quorum.voters, "
                           "and process.roles=broker",
                           "a broker id that is no voter's")

@@ -339,7 +339,9 @@ def _registration_error(core: CoreOps, req: BrokerRegistrationRequest,
                         view: Mapping[int, BrokerInfo]) -> ErrorCode | None:
     if not core.cluster_ok(req.cluster_id):
         return ErrorCode.inconsistent_cluster_id
-    if req.sender < 0 or req.sender in core.voters or not 1 <= req.port <= MAX_PORT:
+    # A voter's id is a broker's too with combined roles (Kafka's, process.roles=broker,
+    # controller); a separate broker that takes a voter's id is refused by its configuration.
+    if req.sender < 0 or not 1 <= req.port <= MAX_PORT:
         return ErrorCode.invalid_request
     registered = view.get(req.sender)
     if registered is not None and req.incarnation.int < registered.incarnation.int and \
@@ -634,8 +636,8 @@ class BrokerLifecycle:
             if not timed_out and leader == self.in_flight_dst:
                 return
             self.in_flight = None  # no answer, or the leader moved: ask the one we follow now
-        if leader is None or leader == core.node_id or now < self.retry_at:
-            return
+        if leader is None or now < self.retry_at:
+            return  # (a leader that is this node, with combined roles: the core loops it back)
         request: BrokerRequest
         if self.broker_epoch < 0:
             identity = self.identity

@@ -19,7 +19,9 @@ Brokers (brokers.py): BrokerRegistration and BrokerHeartbeat carry no epoch and 
 `on_message` routes them before the shared rules: requests to the controller handlers (answered by
 the active controller, NOT_CONTROLLER elsewhere), responses to this node's `BrokerLifecycle` when it
 is a broker (`broker=`). The lifecycle is polled after every input; the leader's tick expires
-broker sessions. A broker node is an observer: a voter cannot also be a broker here.
+broker sessions. A broker is usually an observer; a voter may be one too (Kafka's combined roles):
+while it leads, its broker's requests and its controller's answers never leave the core
+(`_loopback`, delivered at the end of the step that made them).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from reference_node.raft.messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     BrokerRequest,
+    BrokerResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
@@ -156,9 +159,8 @@ class RaftCore:
     `bootstrap` are ids (negative, as Kafka numbers its bootstrap servers from -2) the host maps to
     `controller.quorum.bootstrap.servers`: an observer that knows no leader fetches from one.
 
-    Brokers: `broker` makes this node a broker (an observer that registers with the active
-    controller and heartbeats it, brokers.py); ValueError when the node is also a voter (combined
-    broker,controller roles are not supported: a broker id must not be a voter id).
+    Brokers: `broker` makes this node a broker (it registers with the active controller and
+    heartbeats it, brokers.py): an observer, or a voter with combined roles.
     """
 
     def __init__(
@@ -208,17 +210,13 @@ class RaftCore:
         self.voted_id: int | None = qs.voted_id
         self.state: State = Unattached()
         self.broker_lifecycle: BrokerLifecycle | None = None
+        self._loopback: list[tuple[Message, Message | None]] = []
+        """Broker messages between this node's broker and its own active controller (combined
+        roles, the node leading): delivered at the end of the step, never sent."""
         if broker is not None:
-            if self.is_voter:
-                raise ValueError(
-                    f"RaftCore: node {node_id} is a voter and cannot also be a broker "
-                    "(process.roles=broker,controller is not supported; give the broker an id "
-                    "that is not a voter's)"
-                )
             self.broker_lifecycle = BrokerLifecycle(broker)
         self._initialize()
-        if self.broker_lifecycle is not None:
-            self.broker_lifecycle.poll(self)
+        self._poll_broker()
 
     # --- construction -------------------------------------------------------------------------
 
@@ -321,8 +319,19 @@ class RaftCore:
         if now_ms is not None and now_ms > self.now:
             self.now = now_ms
         handler(self, inp)
-        if self.broker_lifecycle is not None:
-            self.broker_lifecycle.poll(self)  # a leader found, an answer, a timer: send what is due
+        self._poll_broker()
+
+    def _poll_broker(self) -> None:
+        """A broker sends what is due (a leader found, an answer, a timer). With combined roles
+        on the leader, its requests and the answers reach it here, as messages would."""
+        lifecycle = self.broker_lifecycle
+        if lifecycle is None:
+            return
+        lifecycle.poll(self)
+        while self._loopback:
+            message, in_reply_to = self._loopback.pop(0)
+            self.on_message(self.node_id, message, in_reply_to)
+            lifecycle.poll(self)
 
     def ready(self) -> Ready:
         """What the host must do now (see `Ready` for the order)."""
@@ -452,10 +461,16 @@ class RaftCore:
     # --- output helpers (used by election / replication) ----------------------------------------
 
     def send(self, dst: int, message: Message) -> None:
+        if dst == self.node_id and isinstance(message, BrokerRequest):
+            self._loopback.append((message, None))  # combined roles: to its own controller
+            return
         self._out.messages.append(Send(dst, message))
 
     def answer(self, dst: int, request: Request | BrokerRequest, response: Message) -> None:
         """Send `response` to `request` (received from `dst`)."""
+        if dst == self.node_id and isinstance(response, BrokerResponse):
+            self._loopback.append((response, request))  # combined roles: to its own broker
+            return
         self._out.messages.append(Send(dst, response, request))
 
     def refuse(self, dst: int, request: Request, error: ErrorCode) -> None:

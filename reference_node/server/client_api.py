@@ -151,6 +151,7 @@ class NodeApi(Protocol):
     def hw_changed(self) -> asyncio.Future[None]: ...
     def broker_status(self) -> BrokerStatus | None: ...
     def brokers_view(self) -> dict[int, BrokerInfo]: ...
+    def is_controller(self) -> bool: ...
 
 
 def _response(req: Request, data: dict[str, Any]) -> Any:
@@ -175,11 +176,16 @@ class ClientApi:
     # --- ApiVersions, Metadata ----------------------------------------------------------------
 
     async def api_versions(self, req: Request) -> Any:
-        if self._broker_status() is not None:
+        # A broker alone leaves the controllers' APIs out; with combined roles it answers them.
+        if not self._is_controller():
             table = {k: v for k, v in apis.SUPPORTED_APIS.items()
                      if k not in apis.CONTROLLER_ONLY_APIS}
             return apis.api_versions_response(req.api_version, supported=table)
         return apis.api_versions_response(req.api_version)
+
+    def _is_controller(self) -> bool:
+        is_controller = getattr(self.node, "is_controller", None)
+        return True if is_controller is None else bool(is_controller())
 
     def _broker_status(self) -> BrokerStatus | None:
         """This node's broker lifecycle; None on a controller (or a host without brokers)."""

@@ -698,6 +698,10 @@ class NodeHost:
     def voter_ids(self) -> list[int]:
         return self.core.voters.sorted()
 
+    def is_controller(self) -> bool:
+        """`controller` is among this node's roles (it answers the controllers' APIs)."""
+        return self.cfg.is_controller
+
     def broker_status(self) -> BrokerStatus | None:
         """This broker's lifecycle (None on a controller-only node)."""
         return self.core.broker_status()

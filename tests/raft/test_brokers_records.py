@@ -178,11 +178,10 @@ def test_the_broker_switches_are_appended_last_in_order() -> None:
     assert Unsafe.parse("no-self-fence") == {Unsafe.NO_SELF_FENCE}
 
 
-def test_a_voter_cannot_also_be_a_broker() -> None:
+def test_a_voter_may_also_be_a_broker() -> None:
     identity = BrokerIdentity(INC, "localhost", 9092)
-    with pytest.raises(ValueError, match="cannot also be a broker") as info:
-        RaftCore(1, (1, 2, 3), "c", RaftConfig(), random.Random(0), 0, broker=identity)
-    assert "\n" not in str(info.value)
+    voter = RaftCore(1, (1, 2, 3), "c", RaftConfig(), random.Random(0), 0, broker=identity)
+    assert voter.is_voter and voter.broker_status() is not None
     observer = RaftCore(4, (1, 2, 3), "c", RaftConfig(), random.Random(0), 0, broker=identity)
     status = observer.broker_status()
     assert status is not None and status.state == "initial" and not status.serving

@@ -55,8 +55,13 @@ def test_broker_roles_and_keys() -> None:
     assert (cfg.broker_session_timeout_ms, cfg.broker_heartbeat_interval_ms,
             cfg.broker_heartbeat_timeout_ms) == (3000, 500, 4500)
     assert cfg.advertised == Endpoint("127.0.0.1", 9096)
-    with pytest.raises(ConfigError, match="broker,controller is not supported"):
-        from_properties({**BROKER, "process.roles": "controller,broker"})
+    # Kafka's combined mode: a voter that is a broker of the same id; a broker alone may not
+    # take a voter's id
+    combined = from_properties({**BROKER, "node.id": "1", "process.roles": "controller,broker",
+                                "listeners": "CONTROLLER://127.0.0.1:19093"})
+    assert combined.is_broker and combined.is_controller
+    with pytest.raises(ConfigError, match="is a voter"):
+        from_properties({**BROKER, "node.id": "1"})
     defaults = from_properties(BROKER)
     assert (defaults.broker_session_timeout_ms, defaults.broker_heartbeat_interval_ms,
             defaults.broker_heartbeat_timeout_ms) == (9000, 2000, 12000)

@@ -52,7 +52,8 @@ def test_voter_and_listen_addresses_differ() -> None:
         ("listeners", "127.0.0.1:9093", "NAME://HOST:PORT"),
         ("controller.quorum.fetch.timeout.ms", "-5", "an integer in"),
         ("metrics.port", "http", "an integer in [0, 65535]"),
-        ("process.roles", "broker,controller", "controller"),
+        ("process.roles", "broker,broker", "controller | broker | broker,controller"),
+        ("process.roles", "zookeeper", "controller | broker | broker,controller"),
     ],
 )
 def test_bad_key_or_value_names_key_and_accepted(key: str, value: str, accepted: str) -> None:
