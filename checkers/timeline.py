@@ -48,6 +48,7 @@ LABELS: tuple[tuple[frozenset[str], Label], ...] = (
     (frozenset({"key", "from", "to"}),
      lambda v: f"{v['key']} {_text(v['from'])}→{_text(v['to'])}" + ("" if v.get("swapped", True) else " ✗")),
     (frozenset({"key", "value"}), lambda v: f"{v['key']}={_text(v['value'])}"),
+    (frozenset({"role", "offset", "brokers"}), lambda v: _brokers_label(v)),
     (frozenset({"from"}), lambda v: f"from {v['from']}"),
     (frozenset({"value"}), lambda v: _text(v["value"])),
     (frozenset({"key"}), lambda v: str(v["key"])),
@@ -289,6 +290,19 @@ def _label(value: Any) -> str:
             if keys <= value.keys():
                 return show(value)
     return "" if value is None else _text(value)
+
+
+def _brokers_label(view: dict[str, Any]) -> str:
+    """A `describe` answer (the brokers workload), short enough for a box: a broker's own state
+    when it answered, the view's offset, each broker's state by initial (A active, I inactive,
+    S stopping), e.g. `active @14 4:A 5:I`."""
+    brokers = view.get("brokers")
+    states = [f"{b}:{str(info.get('state', '?'))[:1].upper()}"
+              for b, info in sorted(brokers.items()) if isinstance(info, dict)] \
+        if isinstance(brokers, dict) else []
+    own = view.get("self")
+    parts = [str(own.get("state", "?"))] if isinstance(own, dict) else []
+    return " ".join([*parts, f"@{view.get('offset')}", *states])
 
 
 def _text(value: Any) -> str:

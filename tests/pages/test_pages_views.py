@@ -73,6 +73,11 @@ def test_retired_processes_hand_their_column_on() -> None:
     ("read", {"key": "x", "value": None}, "read x=null"),
     ("cas", {"key": "x", "from": 1, "to": 2, "swapped": False}, "cas x 1→2 ✗"),
     ("write", {"key": "k", "value": "v"}, "write k=v"),
+    ("describe", {"node": "n4", "role": "broker", "offset": 14, "self": {"state": "active"},
+                  "brokers": {"5": {"state": "inactive"}, "4": {"state": "active"}}},
+     "describe active @14 4:A 5:I"),
+    ("describe", {"node": "n1", "role": "controller", "offset": 9, "self": None,
+                  "brokers": {}}, "describe @9"),
 ])
 def test_operations_are_labelled_with_f_and_value(f: str, value: Any, label: str) -> None:
     b = Builder()
