@@ -457,8 +457,10 @@ def on_leader_tick(core: CoreOps, state: Leader) -> None:
 def leader_deadline(core: CoreOps) -> int:
     """When the next unfenced broker's session runs out (NEVER: none, or not the active
     controller)."""
+    if not core.image.brokers and not isinstance(core.state, Leader):
+        return NEVER  # asked after every input: the common case (no brokers) costs nothing
     state = _active_leader(core)
-    if state is None:
+    if state is None or not (core.image.brokers or state.broker_view):
         return NEVER
     timeout = core.config.broker_session_timeout_ms
     return min((_session_start(state, b) + timeout
