@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import shutil
 import signal as signals
 import socket
@@ -42,11 +43,39 @@ def _die_with_parent() -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
 
 
+_PORT_FLOOR = 20000
+_ports_rng = random.SystemRandom()
+"""Which free port a node gets is no part of the test (it is not in test.json and changes nothing
+it does), so it is drawn outside the run's seed."""
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out for a bind to port 0 (Linux's ip_local_port_range)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 32768
+
+
 def _free_port() -> int:
+    """A port a node will listen on a few seconds from now, free at the moment.
+
+    Drawn below the kernel's ephemeral range: the link proxies of this run, and of any other run
+    or program on the machine, bind port 0 meanwhile, and would otherwise be handed a port picked
+    here but not yet bound (a node then fails to start with EADDRINUSE; it happened with runs side
+    by side). Falls back to an ephemeral port when that range is full."""
+    ceiling = _ephemeral_floor()
+    for _ in range(200) if ceiling - _PORT_FLOOR > 1000 else ():
+        port = _ports_rng.randrange(_PORT_FLOOR, ceiling)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        free: int = sock.getsockname()[1]
+        return free
 
 
 def resolve_argv(argv: Sequence[str]) -> list[str]:

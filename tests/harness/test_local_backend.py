@@ -139,3 +139,20 @@ def test_sweep_kills_runs_whose_owner_is_gone_and_spares_live_ones(
         live.wait()
         orphan.kill()
         orphan.wait()
+
+
+def test_node_ports_are_drawn_below_the_ephemeral_range() -> None:
+    # The link proxies (of this run and of runs beside it) bind port 0 while the nodes start:
+    # a node port in the ephemeral range could be handed to a proxy before the node binds it.
+    from harness.backends.local import _ephemeral_floor, _free_port
+
+    floor = _ephemeral_floor()
+    ports = {_free_port() for _ in range(50)}
+    assert all(p < floor for p in ports), sorted(ports)
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 0))
+        ephemeral = held.getsockname()[1]
+        assert ephemeral >= floor  # what a proxy gets: never one of the node ports' range
+    finally:
+        held.close()
