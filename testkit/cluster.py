@@ -34,6 +34,7 @@ from typing import Any
 from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.properties import render
 from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
+from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
 from reference_node.wire.requests import describe_quorum_request
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
@@ -161,3 +162,12 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
+
+
+def brokers_view(cluster: Cluster, i: int, timeout: float = 3.0) -> BrokersView | None:
+    """Node `i`'s `__brokers` answer (issue 17); None when it refuses or does not answer."""
+    try:
+        with KafkaClient("127.0.0.1", cluster.ports[i], timeout=timeout) as client:
+            return read_brokers_view(client, timeout)
+    except (ViewRefused, WireError, OSError):
+        return None

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from reference_node.properties import render
-from reference_node.wire import KafkaClient, WireError
-from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
 from testkit.cluster import CLUSTER_ID, Cluster, free_ports
+from testkit.cluster import brokers_view as view
 
 pytestmark = pytest.mark.slow
 
@@ -57,13 +56,6 @@ def cluster(tmp_path: Path) -> Iterator[BootstrapCluster]:
     finally:
         c.stop_all()
 
-
-def view(cluster: Cluster, i: int) -> BrokersView | None:
-    try:
-        with KafkaClient("127.0.0.1", cluster.ports[i], timeout=3.0) as client:
-            return read_brokers_view(client, 3.0)
-    except (ViewRefused, WireError, OSError):
-        return None
 
 
 def test_a_broker_finds_the_controller_through_the_bootstrap_servers(

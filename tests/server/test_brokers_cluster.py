@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from reference_node.properties import render
-from reference_node.wire import KafkaClient, WireError, apis
+from reference_node.wire import KafkaClient, apis
 from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
 from reference_node.wire.codec import encode_request, frame
 from testkit.cluster import CLUSTER_ID, Cluster, free_ports
+from testkit.cluster import brokers_view as view
 from testkit.frames import Extremes
 
 pytestmark = pytest.mark.slow
@@ -72,14 +73,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 os.kill(c.procs[i].pid, signal.SIGCONT)
         c.stop_all()
 
-
-def view(cluster: Cluster, i: int, timeout: float = 3.0) -> BrokersView | None:
-    """Node `i`'s `__brokers` answer; None when it refuses or does not answer."""
-    try:
-        with KafkaClient("127.0.0.1", cluster.ports[i], timeout=timeout) as client:
-            return read_brokers_view(client, timeout)
-    except (ViewRefused, WireError, OSError):
-        return None
 
 
 def controller_view(cluster: Cluster) -> BrokersView:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from reference_node.wire import KafkaClient, WireError
-from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
+from reference_node.wire.brokers_view import BrokersView
 from testkit.cluster import Cluster
+from testkit.cluster import brokers_view as view
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +37,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     finally:
         c.stop_all()
 
-
-def view(cluster: Cluster, i: int, timeout: float = 3.0) -> BrokersView | None:
-    try:
-        with KafkaClient("127.0.0.1", cluster.ports[i], timeout=timeout) as client:
-            return read_brokers_view(client, timeout)
-    except (ViewRefused, WireError, OSError):
-        return None
 
 
 def until(what: str, check: Callable[[], Any], timeout: float = 40.0) -> Any:

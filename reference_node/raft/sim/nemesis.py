@@ -145,18 +145,11 @@ class Nemesis:
             self.queue.push(now + self.rng.randrange(1, 5),
                             VoterRestart(event.fault, event.node, node.inc))
 
-    def on_voter_restart(self, event: VoterRestart) -> None:
-        """The bridge is back 1-4 ms after its crash, well inside the election, so that a
-        candidate still asking finds it up and only its quorum-state file remembers the vote."""
-        if self.queue.now >= self.heal_ms or self.active is not event.fault:
-            return
-        node = self.cluster.nodes[event.node]
-        if not node.alive and node.inc == event.inc:
-            self.cluster.start(node)
-            self.zombies.recompute(self.queue.now)
-
-    def on_broker_restart(self, event: BrokerRestart) -> None:
-        """broker-stale-registration: the killed broker starts again, a new incarnation."""
+    def on_restart(self, event: VoterRestart | BrokerRestart) -> None:
+        """A node its fault crashed comes back, if the fault still runs and the node is still down
+        in that incarnation: crash-after-vote's bridge 1-4 ms after its crash, well inside the
+        election, so that a candidate still asking finds it up and only its quorum-state file
+        remembers the vote; broker-stale-registration's broker, as a new incarnation."""
         if self.queue.now >= self.heal_ms or self.active is not event.fault:
             return
         node = self.cluster.nodes[event.node]

@@ -235,8 +235,8 @@ class Simulation:
             Heal: self.on_heal,
             Rejoin: self.nemesis.on_rejoin,
             VoteCrash: self.nemesis.on_vote_crash,
-            VoterRestart: self.nemesis.on_voter_restart,
-            BrokerRestart: self.nemesis.on_broker_restart,
+            VoterRestart: self.nemesis.on_restart,
+            BrokerRestart: self.nemesis.on_restart,
             BrokerReplay: self.nemesis.on_broker_replay,
         }
         if dynamic:
