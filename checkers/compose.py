@@ -14,7 +14,10 @@ Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with
 a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
 op, a final read of a log, a run that finished: test.json's `outcome`). The verdict is the worst
 of the checkers' (false, then unknown, then true), and an unknown one says why (`reason`);
-anomalies are merged by kind. The results are a function of the history, the test and the node data alone: no
+anomalies are merged by kind. Anomalies of a kind tied to a promise the target does not make
+(test.json's `promises`, checkers/promises.py) are moved to `findings` beside them: reported, never
+a failure. A target without node data (test.json's `node_data`: false) gets no raft-invariants or
+snapshots. The results are a function of the history, the test and the node data alone: no
 timings, no clock (the register search is budgeted in states), so a re-check of a stored run
 writes the same results.json.
 """
@@ -40,6 +43,7 @@ from checkers import (
     log_anomalies,
     log_linearizable,
     membership,
+    promises,
     raft_invariants,
     snapshots,
 )
@@ -185,17 +189,23 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
     if nodes:
         acked = _acked(parsed)
         node_data = shared if shared is not None else _NodeDataOnce(nodes)
-        verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
-        # snapshot/log invariants: the append history's reads and acks are evidence too; other
-        # workloads (kv) are judged on the node data alone
-        verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed,
-                                                          damaged_snapshots(history)))
+        # a target whose nodes write no node data (test.json `node_data`: false; etcd, NATS) gives
+        # raft-invariants and snapshots nothing to judge: they are not run, rather than unknown
+        if test.get("node_data") is not False:
+            verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
+            # snapshot/log invariants: the append history's reads and acks are evidence too;
+            # other workloads (kv) are judged on the node data alone
+            verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed,
+                                                              damaged_snapshots(history)))
         if membership.applies(history, test):
             # KIP-853: every voter change the nemesis was told succeeded is committed
             verdicts.run("membership", lambda: membership.check(history, test, node_data()))
+    # the anomalies of kinds the target does not promise to avoid become findings
+    verdicts.results = promises.judge(verdicts.results, promises.promised(test))
     results = verdicts.results
 
     anomalies = merge_anomalies(list(results.values()))
+    findings = promises.merge_findings(results)
     # The append parse walked the history already; for other workloads it is walked here, once.
     outline = parsed.outline if parsed is not None else outline_of(history)
     verdicts.run("completeness", lambda: completeness.check(
@@ -212,6 +222,8 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
         "checkers": results,
         "anomaly_types": sorted(anomalies),
         "anomalies": anomalies,
+        "finding_types": sorted(findings),
+        "findings": findings,
         "stats": stats,
     }
     if valid == UNKNOWN:

@@ -8,6 +8,7 @@ reader can go straight to the lines of history.jsonl that matter.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from checkers.history import Op
@@ -27,6 +28,7 @@ def render(results: dict[str, Any], history: list[Op]) -> str:
     lines += _membership((results.get("checkers") or {}).get("membership") or {})
     lines += _brokers((results.get("checkers") or {}).get("fencing") or {})
     lines += _anomalies(results.get("anomalies") or {}, results.get("checkers") or {}, history)
+    lines += _findings(results.get("findings") or {}, results.get("checkers") or {}, history)
     valid = results.get("valid")
     reason = results.get("reason") if valid is not True and valid is not False else None
     lines.append(f"verdict: {'UNKNOWN: ' + reason if reason else _verdict(valid)}")
@@ -146,13 +148,34 @@ def _anomalies(anomalies: dict[str, list[dict[str, Any]]], checkers: dict[str, A
                history: list[Op]) -> list[str]:
     if not anomalies:
         return ["anomalies: none"]
+    return ["anomalies:", *_evidence(anomalies, _counts(checkers, "anomaly_counts"), history)]
+
+
+def _findings(findings: dict[str, list[dict[str, Any]]], checkers: dict[str, Any],
+              history: list[Op]) -> list[str]:
+    """The anomalies of kinds the target does not promise to avoid (checkers/promises.py): shown
+    with their evidence, like anomalies, but they are not failures."""
+    if not findings:
+        return []
+    return ["findings (anomalies the target does not promise to avoid; not failures):",
+            *_evidence(findings, _counts(checkers, "finding_counts"), history,
+                       lambda found: f" (promise not made: {found[0].get('promise')})")]
+
+
+def _counts(checkers: dict[str, Any], field: str) -> dict[str, int]:
+    """Each kind's count (the checkers list at most MAX_PER_KIND; they count them all)."""
     counts: dict[str, int] = {}
     for result in checkers.values():
-        for kind, count in (result.get("anomaly_counts") or {}).items():
+        for kind, count in (result.get(field) or {}).items():
             counts[kind] = max(counts.get(kind, 0), count)
-    lines = ["anomalies:"]
-    for kind, found in anomalies.items():
-        lines.append(f"  {kind}: {counts.get(kind, len(found))}")
+    return counts
+
+
+def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int], history: list[Op],
+              note: Callable[[list[dict[str, Any]]], str] = lambda _found: "") -> list[str]:
+    lines = []
+    for kind, found in by_kind.items():
+        lines.append(f"  {kind}: {counts.get(kind, len(found))}{note(found) if found else ''}")
         for anomaly in found[:SHOWN_PER_KIND]:
             lines.append(f"    - {anomaly.get('explanation', '')}")
             for index in anomaly.get("ops", []):

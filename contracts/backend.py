@@ -6,7 +6,12 @@ one long-lived daemon per node there, moves files, and cuts links between nodes.
 `contracts/target.py`) builds on these to install, configure and start its own program.
 
 Addresses differ by who is asking: in `local`, node A reaches node B through a proxy owned by
-the harness (so that the link A->B can be cut), hence `peer_address(src, dst, port)`.
+the harness (so that the link A->B can be cut), hence `peer_address(src, dst, port)`. Some programs cannot be given
+an address per link: they keep one URL per member in replicated state that every member dials
+(etcd's member list, NATS's route gossip). For them a backend may offer
+`shared_peer_address(dst, port, identify)` (`HasSharedPeerAddress`): one address for everyone,
+where the backend tells the dialers apart by `identify`, a function of the target's protocol that
+names the dialing node from the first bytes it sends (etcd's `X-Server-From` header, say).
 Optional powers (pause, partition) are separate small protocols, so that a nemesis asks a
 backend whether it can before it tries (`isinstance(backend, CanPartition)`).
 """
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -98,6 +103,25 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
         """Copy a file or directory tree from the node's host into `local_dir`."""
+
+
+Identify = Callable[[bytes], str | None]
+"""Names the node that dialed a connection from the bytes it has sent on it so far (all of them,
+from the first); None while they do not tell yet; "" when they tell that no node dialed (a
+probe, a version check: passed at once, never cut, rather than held until the limits pass).
+Pure: called again as more bytes arrive, until it returns a str."""
+
+
+@runtime_checkable
+class HasSharedPeerAddress(Protocol):
+    def shared_peer_address(self, dst: str, port: str, identify: Identify) -> tuple[str, int]:
+        """One address at which every node reaches `port` of `dst`: for programs that keep one URL
+        per member in replicated state (etcd's member list, NATS's route gossip), where a
+        per-link address (`peer_address`) cannot be given. The backend tells connections apart by
+        `identify`, which names the dialing node from the bytes it has sent so far on a
+        connection (None: not yet known). A connection still unnamed after 64 KiB or 5 s is the
+        harness's own or a probe: never cut. Cuts (`partition`) then apply to named connections
+        as to per-link ones."""
 
 
 @runtime_checkable

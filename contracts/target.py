@@ -19,6 +19,16 @@ from typing import Protocol, runtime_checkable
 from contracts.backend import Backend
 from contracts.history import Op
 
+# What a target may promise (promise -> one-line meaning). Each anomaly kind a checker reports is
+# tied to at most one promise (checkers/promises.py): a target that does not make a promise is not
+# failed for the anomalies it allows; they are reported as findings beside the verdict.
+PROMISES: dict[str, str] = {
+    "linearizable": "every operation takes effect at one instant between its invoke and completion",
+    "linearizable-reads": "a read sees every write acknowledged before it began",
+    "acked-writes-durable": "an acknowledged write is never lost, through crashes and power loss",
+    "no-duplicates": "an append acknowledged once is stored once",
+}
+
 
 class DB(abc.ABC):
     """Deploys the target's nodes. Every method may be called again after a failure."""
@@ -62,7 +72,7 @@ class CanPause(Protocol):
 
 @runtime_checkable
 class HasLeader(Protocol):
-    def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, int | None]:
+    def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, str | None]:
         """Which node each reachable node believes leads (by node name), for targeted faults."""
 
 
@@ -99,6 +109,12 @@ class Target(abc.ABC):
     name: str
     # logical port names the target's nodes listen on, with their in-host port numbers
     ports: dict[str, int]
+    # what this target claims (keys of PROMISES): the checkers judge these, and report the
+    # anomalies of the others as findings; the reference node claims them all
+    promises: frozenset[str] = frozenset(PROMISES)
+    # whether collect() writes log.jsonl / events.jsonl / final.json (docs/contracts.md): the
+    # checkers that judge node data (raft-invariants, snapshots) run only when it does
+    node_data: bool = True
 
     @abc.abstractmethod
     def db(self) -> DB: ...
@@ -109,3 +125,15 @@ class Target(abc.ABC):
     def workloads(self) -> list[str]:
         """Which workloads this target can run."""
         return ["append"]
+
+    def missing(self, backend: str) -> str | None:
+        """What this machine lacks to run the target on backend `backend` ("local", "docker"),
+        as one line with how to get it (e.g. "etcd not found on PATH: apt-get install
+        etcd-server (or bash scripts/setup.sh)"); None when nothing is missing. Asked before
+        anything is deployed, so that a run fails in one line rather than mid-setup."""
+        return None
+
+    def image_packages(self) -> tuple[str, ...]:
+        """Debian packages the docker backend's node image needs for this target, installed in
+        a layer of their own on the node image (built only when a run needs it)."""
+        return ()

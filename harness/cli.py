@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("checkers.cli", "re-run the checkers on a stored run or history"),
     "images": ("harness.images_cli", "build the node images for the docker backend"),
     "campaign": ("harness.campaign_cli", "run the pytest campaign suite with Allure results"),
+    "compare": ("harness.compare_cli", "the same matrix against several targets, side by side"),
     "analyze": ("harness.analyze_cli", "the Spark pipeline over many runs"),
     "report": ("harness.report_cli", "generate the Allure report"),
     "serve": ("harness.serve_cli", "browse stored runs in a web browser (read-only, 127.0.0.1)"),

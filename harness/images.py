@@ -12,7 +12,17 @@ did not change is a lookup (`ensure_images` returns in well under a second):
   installed on this host) installed from wheels built here, so the build fetches nothing.
   Its hash covers the base tag, docker/node, the project's source files and the pinned versions.
 
-Builds by several processes at once are serialised by a lock file in the cache directory.
+- a target's layer, `kraft-jepsen/node-<packages>:<hash>`: docker/target on top of the node image,
+  the Debian packages a target's program comes in (`Target.image_packages()`: etcd-server,
+  nats-server) installed by apt-get from the base's mirror, with a policy-rc.d that keeps their
+  services from starting (the harness starts the program as the node's daemon). Built only when a
+  run needs it (`ensure_target_image`, from the docker backend's `packages` option, or `kraft
+  images build --target NAME`). Its hash covers the node tag, the sorted packages and
+  docker/target, so an edit of the project rebuilds it too (it is FROM the node image).
+
+Builds by several processes at once are serialised by a lock file in the cache directory. Every
+image carries PROJECT_LABEL and INPUTS_LABEL (its hash); outdated node images and target layers
+are untagged by the build that replaces them (`_prune_old`).
 """
 
 from __future__ import annotations
@@ -49,6 +59,12 @@ INPUTS_LABEL = "kraft-jepsen.inputs"
 BASE_REPO = "kraft-jepsen/base"
 NODE_REPO = "kraft-jepsen/node"
 NODE_LATEST = f"{NODE_REPO}:latest"
+TARGET_REPO_PREFIX = f"{NODE_REPO}-"  # + the packages: kraft-jepsen/node-etcd-server
+PACKAGES_LABEL = "kraft-jepsen.packages"
+# Debian policy 5.6.1: what a package name may be (anything else is refused, never interpolated
+# into the build's shell command)
+_DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # apt's colours in the build output
 
 # fuse3 (with libfuse3-3): the disk nemeses' filesystem runs inside the node containers
 BASE_PACKAGES = ("python3", "python3-venv", "openssh-server", "iproute2", "iptables", "procps",
@@ -104,6 +120,30 @@ def ensure_images(options: BuildOptions | None = None, progress: Progress | None
     with _build_lock():
         base = ensure_base(client, options, say)
         return ensure_node(client, base, options, say)
+
+
+def ensure_target_image(packages: tuple[str, ...], options: BuildOptions | None = None,
+                        progress: Progress | None = None, client: Any = None) -> str:
+    """The image a target's nodes run in: the node image when `packages` is empty, else the
+    node image with those Debian packages installed (built when missing); returns its tag."""
+    wanted = target_packages(packages)
+    if not wanted:
+        return ensure_images(options, progress, client)
+    options = options or BuildOptions()
+    say = progress or (lambda line: None)
+    client = client or docker_client()
+    with _build_lock():
+        base = ensure_base(client, options, say)
+        node = ensure_node(client, base, options, say)
+        return _ensure_target(client, node, wanted, options, say)
+
+
+def ensure_target_layer(client: Any, node: str, packages: tuple[str, ...],
+                        options: BuildOptions, progress: Progress) -> str:
+    """The layer of `packages` on the node image `node`, already built (`kraft images build
+    --target`, after `ensure_images`); built when missing or `options.force`."""
+    with _build_lock():
+        return _ensure_target(client, node, target_packages(packages), options, progress)
 
 
 def image_available() -> bool:
@@ -224,16 +264,16 @@ def ensure_node(client: Any, base: str, options: BuildOptions, say: Progress) ->
         # Labels come from the Dockerfile: each label given here would cost one more layer.
         _docker_build(client, context, tag, {}, {"BASE": base}, say)
     client.api.tag(tag, NODE_REPO, "latest")
-    _prune_old_nodes(client, keep=tag, say=say)
+    _prune_old(client, NODE_REPO, keep=tag, say=say)
     return tag
 
 
-def _prune_old_nodes(client: Any, keep: str, say: Progress) -> None:
-    """Untag node images of earlier inputs, so that every edit does not leave 200 MB behind.
-    Those of the last hour stay (a run starting now may have just looked one up), and one used
-    by a container is refused by the engine and kept."""
+def _prune_old(client: Any, repo: str, keep: str, say: Progress) -> None:
+    """Untag the images of `repo` made from earlier inputs, so that every edit does not leave
+    200 MB behind. Those of the last hour stay (a run starting now may have just looked one up),
+    and one used by a container is refused by the engine and kept."""
     cutoff = time.time() - 3600
-    for image in client.images.list(name=NODE_REPO):
+    for image in client.images.list(name=repo):
         created = str(image.attrs.get("Created", ""))[:19]
         try:
             if calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%S")) > cutoff:
@@ -241,7 +281,7 @@ def _prune_old_nodes(client: Any, keep: str, say: Progress) -> None:
         except ValueError:
             continue
         for old in image.tags:
-            if old in (keep, NODE_LATEST):
+            if old in (keep, f"{repo}:latest") or not old.startswith(f"{repo}:"):
                 continue
             try:
                 client.images.remove(old)
@@ -336,17 +376,58 @@ def dependency_wheel(name: str, version: str, say: Progress) -> Path:
     raise ImageError(f"pip made no wheel of {name}=={version} in {cache}")
 
 
+# --- target layers ------------------------------------------------------------------------------
+
+def target_packages(packages: tuple[str, ...]) -> tuple[str, ...]:
+    """The packages sorted and without repeats; an ImageError for a name Debian would refuse."""
+    for name in packages:
+        if not _DEBIAN_PACKAGE.fullmatch(name):
+            raise ImageError(f"{name!r} is not a Debian package name (lower-case letters, "
+                             "digits, + - .); fix the target's image_packages()")
+    return tuple(sorted(set(packages)))
+
+
+def target_hash(node: str, packages: tuple[str, ...]) -> str:
+    return _hash_parts([node.encode(), " ".join(target_packages(packages)).encode(),
+                        *_dir_contents(DOCKER_DIR / "target")])
+
+
+def target_repo(packages: tuple[str, ...]) -> str:
+    """kraft-jepsen/node-etcd-server: the packages in the name, so `docker images` tells."""
+    slug = re.sub(r"[^a-z0-9.]+", "-", "-".join(target_packages(packages)))[:64].strip("-.")
+    return f"{TARGET_REPO_PREFIX}{slug or 'packages'}"
+
+
+def _ensure_target(client: Any, node: str, packages: tuple[str, ...], options: BuildOptions,
+                   say: Progress) -> str:
+    wanted = target_packages(packages)
+    inputs = target_hash(node, wanted)
+    repo = target_repo(wanted)
+    tag = f"{repo}:{inputs}"
+    if not options.force and _image_exists(client, tag):
+        say(f"target layer {tag} ({' '.join(wanted)}) is cached")
+        return tag
+    say(f"building target layer {tag}: apt-get install {' '.join(wanted)} on {node}")
+    recipe = (DOCKER_DIR / "target" / "Dockerfile").read_text()
+    with tempfile.TemporaryDirectory(prefix="kraft-jepsen-target-") as context:
+        (Path(context) / "Dockerfile").write_text(
+            recipe.replace("@PACKAGES@", " ".join(wanted)).replace("@INPUTS@", inputs))
+        _docker_build(client, Path(context), tag, {}, {"NODE": node}, say, nocache=options.force)
+    _prune_old(client, repo, keep=tag, say=say)
+    return tag
+
+
 # --- helpers ------------------------------------------------------------------------------------
 
 def _docker_build(client: Any, context: Path, tag: str, labels: dict[str, str],
-                  buildargs: dict[str, str], say: Progress) -> None:
+                  buildargs: dict[str, str], say: Progress, nocache: bool = False) -> None:
     say(f"docker build {tag}")
     stream = client.api.build(path=str(context), tag=tag, labels=labels, buildargs=buildargs,
-                              rm=True, forcerm=True, decode=True)
+                              rm=True, forcerm=True, decode=True, nocache=nocache)
     for chunk in stream:
         if "error" in chunk:
             raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}")
-        for line in str(chunk.get("stream", "")).splitlines():
+        for line in _ANSI.sub("", str(chunk.get("stream", ""))).splitlines():
             if line.strip():
                 say(line.rstrip())
     if not _image_exists(client, tag):

@@ -2,7 +2,9 @@
 
 `kraft images build` prints each step of the build on stderr and the node image's tag on stdout,
 so that a script can write `image=$(kraft images build)`. A second run with the same inputs is a
-lookup. Exit codes: 0 built or cached, 3 the build failed (what and how to fix on stderr),
+lookup. With `--target NAME` (repeatable) it builds that target's layer on the node image (the
+Debian packages of `Target.image_packages()`, e.g. etcd-server) and prints its tag instead, one
+line per target in the order given (a target with no packages runs in the node image itself). Exit codes: 0 built or cached, 3 the build failed (what and how to fix on stderr),
 64 bad usage.
 """
 
@@ -30,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
                        help="Debian mirror for debootstrap (default: the one apt uses here)")
     build.add_argument("--with", dest="extra", action="append", default=[], metavar="DIST",
                        help="another installed distribution to put in the node image")
+    build.add_argument("--target", dest="targets", action="append", default=[], metavar="NAME",
+                       help="also build this target's layer (its Debian packages) and print its "
+                            "tag instead of the node image's; repeatable")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
     build.add_argument("--quiet", action="store_true", help="print only the tag")
     return p
@@ -40,9 +45,14 @@ def main(argv: list[str]) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else EXIT_USAGE
-    from harness.images import BuildOptions, ImageError, ensure_images
+    from harness import images
 
-    options = BuildOptions(base=args.base, release=args.release, mirror=args.mirror,
+    try:
+        layers = [(name, _packages_of(name)) for name in args.targets]
+    except ValueError as exc:
+        print(f"kraft images build: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    options = images.BuildOptions(base=args.base, release=args.release, mirror=args.mirror,
                            extra_distributions=tuple(args.extra), force=args.force)
     started = time.monotonic()
 
@@ -51,10 +61,33 @@ def main(argv: list[str]) -> int:
             print(f"[{time.monotonic() - started:6.1f}s] {line}", file=sys.stderr, flush=True)
 
     try:
-        tag = ensure_images(options, progress)
-    except ImageError as exc:
+        client = images.docker_client()
+        try:
+            node = images.ensure_images(options, progress, client)
+            tags = [node]
+            if layers:
+                tags = []
+                for name, packages in layers:
+                    progress(f"target {name}: packages "
+                             f"{' '.join(packages) or '(none: the node image)'}")
+                    tags.append(images.ensure_target_layer(client, node, packages, options,
+                                                           progress) if packages else node)
+        finally:
+            client.close()
+    except images.ImageError as exc:
         print(f"kraft images build: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    progress(f"done: {tag}")
-    print(tag)
+    progress(f"done: {' '.join(tags)}")
+    print("\n".join(tags))
     return 0
+
+
+def _packages_of(name: str) -> tuple[str, ...]:
+    """The Debian packages target `name` needs on a node; ValueError (one line) if unknown."""
+    from harness import targets
+
+    try:
+        target = targets.get(name)
+    except targets.UnknownTarget as exc:
+        raise ValueError(exc.args[0] if exc.args else str(exc)) from None
+    return tuple(target.image_packages())

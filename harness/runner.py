@@ -91,7 +91,8 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
     # `outcome` says how the run ended; until it ends it is "running", which is what a harness
     # that dies leaves, so that a re-check knows its history is partial
     test = {**config.to_json(), "start_time": start.isoformat(), "backend": backend.name,
-            "versions": versions(), "run_dir": str(run_dir), "outcome": "running"}
+            "versions": versions(), "run_dir": str(run_dir), "outcome": "running",
+            **target_facts(target)}
     store.write_json(run_dir / TEST, test)
     history = History(run_dir / HISTORY)
     problems: list[str] = []  # what went wrong without stopping the run (the nemesis died)
@@ -135,6 +136,23 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
     return Outcome(run_dir, results, code, summary)
 
 
+def target_facts(target: Target) -> dict[str, Any]:
+    """What test.json records of the target for the checkers: the promises it makes (the
+    anomalies of the others are findings, checkers/promises.py) and whether its nodes leave node
+    data for raft-invariants and snapshots."""
+    return {"promises": sorted(target.promises), "node_data": bool(target.node_data)}
+
+
+def cluster_options(config: TestConfig, target: Target) -> dict[str, str]:
+    """The backend's options for this run: the fault filesystem when a disk nemesis needs it, and
+    the Debian packages of the target's image layer (docker builds it only when a run needs it)."""
+    options = {"fuse": "1"} if config.disk_faults else {}
+    packages = " ".join(target.image_packages())
+    if packages:
+        options["packages"] = packages
+    return options
+
+
 def _check(workload: Workload, ops: list[Op], test: dict[str, Any], run_dir: Path,
            log: Callable[[str], None]) -> dict[str, Any]:
     """The workload's verdict on the history, even of a run that failed half-way (with test.json's
@@ -175,7 +193,7 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
     nodes = config.all_nodes()
     spec = ClusterSpec(run_id=f"{config.test_name[:40]}-{uuid.uuid4().hex[:8]}",
                        nodes=nodes, ports=target.ports, run_dir=run_dir,
-                       options={"fuse": "1"} if config.disk_faults else {})
+                       options=cluster_options(config, target))
     db = target.db()
     membership = _membership(config, db, test)
     if config.brokers and isinstance(db, CanDeployBrokers):

@@ -18,6 +18,8 @@ from types import FrameType
 from typing import NoReturn
 
 import workloads
+from contracts.backend import Backend
+from contracts.target import Target
 from harness import backends, disk, targets
 from harness.config import (
     MAX_BROKERS,
@@ -203,29 +205,53 @@ def _interrupt_once() -> None:
     signal.signal(signal.SIGTERM, first)
 
 
+def prepare(config: TestConfig, nemesis_asked: bool = True) -> tuple[Target, Backend, str]:
+    """Everything a run needs that can be refused before anything is deployed: the target (a
+    known name, the workload, the node settings, what this machine lacks for it on the chosen
+    backend), the backend (`auto` resolved, with its note), and the faults they can do. With
+    `nemesis_asked` a fault they cannot do is refused; otherwise (the default faults) it is
+    dropped from `config.nemesis`. Raises UsageError, or a backend's KeyError or ImportError,
+    each with one line; `kraft compare` asks it for each of its targets."""
+    check_brokers(config)
+    try:
+        target = targets.get(config.target)
+    except targets.UnknownTarget as exc:
+        raise UsageError(f"--target: {exc.args[0]}") from None
+    can_run = target.workloads()
+    if config.workload not in can_run:
+        raise UsageError(f"--workload: target {config.target} cannot run {config.workload}; "
+                         f"it runs: {', '.join(can_run)}")
+    db = target.db()
+    if config.brokers and not isinstance(db, CanDeployBrokers):
+        raise UsageError(f"--brokers: target {config.target} has no broker nodes")
+    check = getattr(target, "check_node_config", None)
+    problem = check(config.node_settings()) if check is not None else None
+    if problem:
+        raise UsageError(f"--node-config: {problem}")
+    sizes = getattr(target, "check_nodes", None)  # e.g. NATS: at most 5 replicas of its stream
+    problem = sizes(len(config.nodes)) if sizes is not None else None
+    if problem:
+        raise UsageError(f"--nodes: {problem}")
+    backend, note = backends.make(config.backend)
+    lacking = target.missing(backend.name)
+    if lacking:
+        raise UsageError(f"--target {config.target}: {lacking}")
+    disk_why = disk.unusable(backend, db) if config.disk_faults else None
+    can = available(backend, db, disk_why)
+    refused = {k: why for k, why in can.items() if k in config.nemesis and why}
+    if refused and nemesis_asked:
+        raise UsageError("--nemesis: " + "; ".join(f"{k}: {w}" for k, w in refused.items())
+                         + f" (target {config.target}, {backend.name} backend)")
+    config.nemesis = [k for k in config.nemesis if k not in refused]
+    return target, backend, note
+
+
 def main(argv: list[str]) -> int:
     from harness.runner import run
     try:
         args = parser().parse_args(argv)
         config = config_from(args)
-        check_brokers(config)
-        target = targets.get(config.target)
-        if config.workload not in target.workloads():
-            raise UsageError(f"--workload: target {config.target} cannot run {config.workload}")
-        db = target.db()
-        if config.brokers and not isinstance(db, CanDeployBrokers):
-            raise UsageError(f"--brokers: target {config.target} has no broker nodes")
-        check = getattr(target, "check_node_config", None)
-        problem = check(config.node_settings()) if check is not None else None
-        if problem:
-            raise UsageError(f"--node-config: {problem}")
-        backend, note = backends.make(config.backend)
-        disk_why = disk.unusable(backend, db) if config.disk_faults else None
-        can = available(backend, db, disk_why)
-        refused = {k: why for k, why in can.items() if k in config.nemesis and why}
-        if refused and args.nemesis is not None:
-            raise UsageError("--nemesis: " + "; ".join(f"{k}: {w}" for k, w in refused.items()))
-        config.nemesis = [k for k in config.nemesis if k not in refused]
+        target, backend, note = prepare(config, nemesis_asked=args.nemesis is not None)
         check_results_dir(config.results_dir)
     except UsageError as exc:
         print(f"kraft test: {exc}", file=sys.stderr)

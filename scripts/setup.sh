@@ -14,6 +14,10 @@ command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # the disk nemeses' FUSE filesystem on the local backend (libfuse3 and fusermount3)
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
+# the other targets (issue 14) on the local backend: etcd 3.4 with etcdctl, NATS server 2.9
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
+command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== apt-get install ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

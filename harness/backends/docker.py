@@ -2,7 +2,8 @@
 
 A run gets a bridge network of its own and containers n1..nN on it (hostname and DNS alias = the
 node's name, `init=True`, NET_ADMIN but never privileged), from the node image of
-`harness/images.py`. Each container makes its own SSH host key at start; the harness reads it back
+`harness/images.py`, or from a target's layer on it when the spec's `packages` option names the
+Debian packages the target needs (an `image` option or constructor argument overrides both). Each container makes its own SSH host key at start; the harness reads it back
 with `docker exec` and pins it, and logs in as root with an ed25519 key made for the run. From
 then on, everything goes over SSH (`harness/backends/ssh.py`), as Jepsen controls its nodes; every command
 is written to run_dir/backend.log.
@@ -14,9 +15,10 @@ process group.
 Partitions are iptables rules in a chain of our own (KRAFT-JEPSEN, jumped to from INPUT): cutting
 src->dst drops, on dst, every packet from src's address. As in Jepsen, a one-way cut still breaks
 TCP both ways in practice (the replies to dst's SYNs never come back), but datagrams and the SYNs
-of dst->src connections do pass. Only node addresses are ever dropped, so the harness (the host,
-the network's gateway) always reaches every node. The chain is replaced atomically with
-iptables-restore, and iptables-legacy is used where the nf_tables one does not work.
+of dst->src connections do pass. So one address per node serves every peer, and
+`shared_peer_address` is `peer_address`. Only node addresses are ever dropped, so the harness
+(the host, the network's gateway) always reaches every node. The chain is replaced atomically
+with iptables-restore, and iptables-legacy is used where the nf_tables one does not work.
 
 Everything made is labelled `kraft-jepsen=1` plus the run id and an owner (host, pid, start time
 of the harness process). `setup` and `sweep()` (for `kraft clean`) remove what dead harnesses left
@@ -47,7 +49,7 @@ from typing import Any, TypeVar
 
 import paramiko
 
-from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult
+from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult, Identify
 from harness import images
 from harness.backends.ssh import CommandLog, SshError, SshSession, generate_key
 
@@ -135,9 +137,10 @@ class DockerBackend(Backend):
         self._client = images.docker_client()
         for line in _sweep(self._client, only_orphans=True) + _sweep_key_dirs(only_orphans=True):
             self._log.write(f"swept leftover {line}")
-        image = spec.options.get("image") or self._image or images.ensure_images(
-            self._build_options, progress=lambda line: self._log.write(f"images: {line}"),
-            client=self._client)
+        # The target's layer (its Debian packages) when it has one, else the node image.
+        image = spec.options.get("image") or self._image or images.ensure_target_image(
+            tuple(spec.options.get("packages", "").split()), self._build_options,
+            progress=lambda line: self._log.write(f"images: {line}"), client=self._client)
         errors: Any = importlib.import_module("docker.errors")
         try:
             # Checked here: for a missing image, containers.run would try a registry.
@@ -272,6 +275,12 @@ class DockerBackend(Backend):
 
     def peer_address(self, src: str, dst: str, port: str) -> tuple[str, int]:
         return (dst, self._port(port))
+
+    def shared_peer_address(self, dst: str, port: str, identify: Identify) -> tuple[str, int]:
+        """What every peer dials anyway: the container's own address (its name on the run's
+        network). Cuts are iptables rules by source address, so `identify` is not needed."""
+        self.ip(dst)  # an unknown node is an error here, as it would be for the local backend
+        return self.peer_address(dst, dst, port)
 
     def client_address(self, node: str, port: str) -> tuple[str, int]:
         return (self.ip(node), self._port(port))

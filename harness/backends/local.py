@@ -3,6 +3,9 @@
 Each node gets a directory under the run's registry directory (see `pids.py`), a real port for
 each logical port (`bind_address`), and, for every other node, a proxy port per logical port
 (`peer_address(src, dst)`), so that the link src->dst can be cut by `partition` without root.
+Programs that must give every peer the same URL for a node get one shared proxy per (dst, port)
+instead (`shared_peer_address`), which names each connection's dialer with the target's
+`identify` and then cuts it as a per-link one (see `proxy.py`).
 The harness reaches nodes directly (`client_address`), never through a cuttable path.
 
 A daemon runs in a process group of its own, so that a signal reaches all of it and a Ctrl-C at
@@ -30,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult
+from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult, Identify
 from harness.backends import pids
 from harness.backends.proxy import LinkProxies
 
@@ -97,6 +100,8 @@ class LocalBackend(Backend):
         self._run_root: Path | None = None
         self._ports: dict[tuple[str, str], int] = {}
         self._peers: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._shared: dict[tuple[str, str], tuple[str, int]] = {}
+        self._shared_lock = threading.Lock()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._proxies: LinkProxies | None = None
         self._spawner: ThreadPoolExecutor | None = None
@@ -131,6 +136,7 @@ class LocalBackend(Backend):
         if self._proxies is not None:
             self._proxies.close()
             self._proxies = None
+        self._shared.clear()
         if self._spawner is not None:
             self._spawner.shutdown(wait=True)
             self._spawner = None
@@ -169,6 +175,24 @@ class LocalBackend(Backend):
         if src == dst:
             return self.bind_address(dst, port)
         return self._peers[(src, dst, port)]
+
+    def shared_peer_address(self, dst: str, port: str, identify: Identify) -> tuple[str, int]:
+        """One proxy per (dst, port), made on the first call; later calls get the same address
+        and their `identify` is not used (one protocol per port)."""
+        with self._shared_lock:
+            if (dst, port) in self._shared:
+                return self._shared[(dst, port)]
+            if self._proxies is None or self._spec is None:
+                raise BackendError("local backend used before setup")
+            if (dst, port) not in self._ports:
+                raise BackendError(f"no port {port!r} of node {dst!r} in this run (nodes "
+                                   f"{', '.join(self._spec.nodes)}; ports "
+                                   f"{', '.join(self._spec.ports)})")
+            address = self._proxies.add_shared(dst, self.bind_address(dst, port), identify,
+                                               self._spec.nodes)
+            self._shared[(dst, port)] = address
+            self._log(f"shared proxy for {dst}:{port} at {address[0]}:{address[1]}")
+            return address
 
     def client_address(self, node: str, port: str) -> tuple[str, int]:
         return self.bind_address(node, port)

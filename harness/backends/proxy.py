@@ -8,6 +8,23 @@ read and thrown away; on connections dst opened to src, the replies src sends ar
 Nothing is refused or reset, so the peer sees a stall and its own timeouts, as on a real network.
 A connection that lost bytes is tainted: it is closed when the cut heals, and closed instead of
 resuming if it ever has bytes to pass again, so no half-dropped stream carries on.
+
+Shared listeners (`add_shared`) serve programs that give every member one URL per peer, so
+that src cannot be told by the port it dials (etcd, NATS routes). There one listener per (dst,
+port) takes everyone's connections, which start unnamed: dst is dialed at once and its bytes pass
+to the dialer (some servers speak first), while the dialer's bytes are held back and handed, all
+of them so far, to the target's `identify` after each read. Once it names a node src, the
+connection is the link src->dst under the rules above, the held bytes first (passed, or dropped
+and the connection tainted, as any later bytes would be). A connection still unnamed after
+IDENTIFY_LIMIT bytes or IDENTIFY_SECONDS, or named "" (identify's way to say, without the
+wait, that its first request is no node's), passes; it is not cut, but it is still watched: an
+HTTP client reuses an idle connection a probe opened (etcd's /raft/probing, /version) for its next
+request, which may name its sender, and from then on it is that link (`_watch`: identify sees
+each later read with the tail of the one before). One named after something that is not another
+node of the run (dst itself, a stranger), or whose identify fails, is never cut. Two differences
+from per-link proxies follow: dst hears of a connection from a cut src (its SYN is not dropped,
+since src is not known yet), and bytes dst sends before the dialer is named pass even when
+dst->src is cut; in both cases the dialer's first bytes, once named, are dropped as they should.
 """
 
 from __future__ import annotations
@@ -16,20 +33,35 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
+
+from contracts.backend import Identify
 
 Link = tuple[str, str]  # (src, dst): traffic from src to dst
 CHUNK = 65536
+IDENTIFY_LIMIT = 64 * 1024  # bytes a dialer may send before a shared listener gives up naming it
+IDENTIFY_SECONDS = 5.0  # and for how long
+WATCH_TAIL = 4096  # bytes of an unnamed connection kept to name it by a header split over reads
 
 
 @dataclass(eq=False)
 class _Conn:
-    src: str
+    src: str | None  # the node that connected; None while a shared listener has not named it
     dst: str
     down: asyncio.StreamWriter  # towards src (the node that connected)
     up: asyncio.StreamWriter | None = None  # towards dst
     tainted: bool = False
+    # shared listeners only: how to name the dialer, who may be named, the last bytes looked at
+    identify: Identify | None = None
+    peers: frozenset[str] = frozenset()
+    seen: bytes = b""
+
+    def link(self, upward: bool) -> Link | None:
+        """The link bytes travel on in that direction (None: unnamed, never cut)."""
+        if self.src is None:
+            return None
+        return (self.src, self.dst) if upward else (self.dst, self.src)
 
     def close(self) -> None:
         for writer in (self.down, self.up):
@@ -61,14 +93,24 @@ class LinkProxies:
 
     def add(self, src: str, dst: str, upstream: tuple[str, int]) -> tuple[str, int]:
         """Listen for src's connections to dst, forwarded to `upstream`; returns where."""
+        return self._listen(lambda r, w: self._serve(src, dst, upstream, r, w))
+
+    def add_shared(self, dst: str, upstream: tuple[str, int], identify: Identify,
+                   nodes: Collection[str]) -> tuple[str, int]:
+        """Listen for every node's connections to dst, forwarded to `upstream`, each named by
+        `identify` (see the module's docstring); `nodes` are the run's, the only valid names."""
+        peers = frozenset(nodes) - {dst}
+        return self._listen(lambda r, w: self._serve_shared(dst, upstream, identify, peers, r, w))
+
+    def _listen(self, serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                      Awaitable[None]]) -> tuple[str, int]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         address: tuple[str, int] = sock.getsockname()
 
         async def start() -> None:
-            server = await asyncio.start_server(
-                lambda r, w: self._serve(src, dst, upstream, r, w), sock=sock)
+            server = await asyncio.start_server(serve, sock=sock)
             self._servers.append(server)
         self._call(start)
         return address
@@ -105,7 +147,8 @@ class LinkProxies:
     # -- inside the loop ---------------------------------------------------------------------
 
     def _touches(self, conn: _Conn) -> bool:
-        return (conn.src, conn.dst) in self._blocked or (conn.dst, conn.src) in self._blocked
+        return any(link in self._blocked for link in (conn.link(True), conn.link(False))
+                   if link is not None)
 
     def _drop(self, conn: _Conn) -> None:
         conn.close()
@@ -128,28 +171,114 @@ class LinkProxies:
             except OSError:
                 return
             conn.up = up_writer
-            back = asyncio.ensure_future(self._pump(conn, up_reader, writer, (dst, src)))
-            await self._pump(conn, reader, up_writer, (src, dst))
+            back = asyncio.ensure_future(self._pump(conn, up_reader, writer, upward=False))
+            await self._pump(conn, reader, up_writer, upward=True)
             await back
         except ConnectionError:
             pass
         finally:
             self._drop(conn)
 
+    async def _serve_shared(self, dst: str, upstream: tuple[str, int], identify: Identify,
+                            peers: frozenset[str], reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        conn = _Conn(None, dst, writer, identify=identify, peers=peers)
+        self._conns.add(conn)
+        try:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*upstream)
+            except OSError:
+                return
+            conn.up = up_writer
+            back = asyncio.ensure_future(self._pump(conn, up_reader, writer, upward=False))
+            held, ended = await self._identify(conn, reader)
+            if (not held or await self._pass(conn, up_writer, held, upward=True)) and not ended:
+                await self._pump(conn, reader, up_writer, upward=True)
+            self._drop(conn)  # the dialer closed, or the connection must end: as `_pump` does
+            await back
+        except OSError:
+            pass
+        finally:
+            self._drop(conn)
+
+    async def _identify(self, conn: _Conn, reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+        """Reads and holds the dialer's bytes until `identify` names it (conn.src is set then)
+        or the limits pass. Returns the bytes held, and whether the dialer closed meanwhile."""
+        held = bytearray()
+        deadline = asyncio.get_running_loop().time() + IDENTIFY_SECONDS
+        while len(held) < IDENTIFY_LIMIT:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            try:
+                data = await asyncio.wait_for(reader.read(CHUNK), remaining)
+            except TimeoutError:
+                break
+            if not data:
+                return bytes(held), True
+            held += data
+            name = self._name(conn, bytes(held))
+            if name is not None:
+                conn.seen = bytes(held[-WATCH_TAIL:])
+                return bytes(held), False
+        self._log(f"connection to {conn.dst} unnamed after {len(held)} bytes: passed")
+        conn.seen = bytes(held[-WATCH_TAIL:])
+        return bytes(held), False
+
+    def _name(self, conn: _Conn, data: bytes) -> str | None:
+        """Asks the connection's identify about `data`; a node's name sets conn.src (and ends
+        the watch), as does a failing identify (never cut then)."""
+        if conn.identify is None:
+            return None
+        try:
+            name = conn.identify(data)
+        except Exception as exc:  # the target's parser is at fault: never cut, say so
+            self._log(f"connection to {conn.dst}: identify failed ({exc!r}): never cut")
+            conn.identify = None
+            return ""
+        if name in conn.peers:
+            conn.src = name
+            conn.identify = None
+            if (name, conn.dst) in self._blocked:
+                self._log(f"connection {name}->{conn.dst} named while cut: dropped")
+        elif name:
+            self._log(f"connection to {conn.dst} named {name!r}, not another node of the run: "
+                      "never cut")
+            conn.identify = None
+        return name
+
+    def _watch(self, conn: _Conn, data: bytes) -> None:
+        """Keeps naming an unnamed connection as its later bytes pass: an HTTP client reuses an
+        idle connection that a probe opened for its next request, which may name its sender."""
+        window = conn.seen + data
+        if self._name(conn, window) is not None and conn.src is not None:
+            self._log(f"connection {conn.src}->{conn.dst} named after its first bytes")
+        conn.seen = window[-WATCH_TAIL:]
+
+    async def _pass(self, conn: _Conn, writer: asyncio.StreamWriter, data: bytes,
+                    upward: bool) -> bool:
+        """Passes or drops `data` by the cuts; False when the connection must end instead."""
+        link = conn.link(upward)
+        if link is not None and link in self._blocked:
+            conn.tainted = True
+            return True
+        if conn.tainted:
+            return False
+        writer.write(data)
+        await writer.drain()
+        return True
+
     async def _pump(self, conn: _Conn, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter, direction: Link) -> None:
+                    writer: asyncio.StreamWriter, upward: bool) -> None:
         try:
             while True:
                 data = await reader.read(CHUNK)
                 if not data:
                     break
-                if direction in self._blocked:
-                    conn.tainted = True
-                    continue
-                if conn.tainted:
+                if upward and conn.src is None and conn.identify is not None:
+                    self._watch(conn, data)
+                if not await self._pass(conn, writer, data, upward):
                     break
-                writer.write(data)
-                await writer.drain()
         except (ConnectionError, OSError):
             pass
         finally:

@@ -10,7 +10,11 @@ import importlib
 
 from contracts.target import Target
 
-TARGETS: dict[str, str] = {"reference": "harness.targets.reference:ReferenceTarget"}
+TARGETS: dict[str, str] = {
+    "reference": "harness.targets.reference:ReferenceTarget",
+    "etcd": "harness.targets.etcd:EtcdTarget",  # etcd 3.4 from Debian's etcd-server (issue 14)
+    "nats": "harness.targets.nats:NatsTarget",  # NATS JetStream 2.9 from Debian's nats-server
+}
 
 
 class UnknownTarget(KeyError):

@@ -59,7 +59,9 @@ def test_results_dict_shape() -> None:
     b = faulty_run()
     b.read(5, 0, 2, [[0, 10], [1, 99]])
     result = checkers.check(b.ops, {})
-    assert set(result) == {"valid", "checkers", "anomaly_types", "anomalies", "stats"}
+    assert set(result) == {"valid", "checkers", "anomaly_types", "anomalies", "finding_types",
+                           "findings", "stats"}
+    assert result["findings"] == {}  # no promises in test.json: every promise holds
     assert result["anomaly_types"] == sorted(result["anomalies"])
     assert result["stats"]["ops"]["append"] == {"ok": 2, "info": 1}
     json.dumps(result)  # results.json must serialise

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends, clean_cli, test_cli
+from harness import backends, clean_cli, targets, test_cli
 from harness.backends import pids
 from harness.cli import main as kraft
 
@@ -38,6 +38,102 @@ def test_bad_input_is_one_line_and_exit_64(argv: list[str], capsys: pytest.Captu
     assert test_cli.main(argv) == 64
     err = capsys.readouterr().err.strip()
     assert err.startswith("kraft test: ") and "\n" not in err
+
+
+# -- refused before anything is deployed: one line naming what, and how to fix it ---------------
+
+def _refusal(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """`kraft test argv` in-process: exit 64, one line on stderr, nothing deployed or stored."""
+    code = test_cli.main(["--results-dir", str(tmp_path / "results"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 64, err
+    assert err.startswith("kraft test: ") and "\n" not in err, err
+    assert not (tmp_path / "registry").exists() and not (tmp_path / "results").exists()
+    return err
+
+
+@pytest.fixture
+def toys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+@pytest.mark.usefixtures("toys")
+def test_an_unknown_target_is_refused_with_the_known_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal(["--backend", "local", "--target", "nope"], tmp_path, capsys)
+    assert err.startswith("kraft test: --target: unknown target 'nope'")
+    assert err.endswith(f"one of: {', '.join(targets.TARGETS)}")
+    assert "reference" in targets.TARGETS
+
+
+@pytest.mark.usefixtures("toys")
+def test_a_workload_the_target_cannot_run_is_refused_with_those_it_can(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal(["--backend", "local", "--target", TOY, "--workload", "kv"], tmp_path, capsys)
+    assert err == f"kraft test: --workload: target {TOY} cannot run kv; it runs: append"
+
+
+@pytest.mark.usefixtures("toys")
+def test_what_the_machine_lacks_for_the_target_is_refused_on_that_backend(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toy_target import PackagedToyTarget
+    packaged = "toy_target:PackagedToyTarget"
+    err = _refusal(["--backend", "local", "--target", packaged], tmp_path, capsys)
+    assert err == f"kraft test: --target {packaged}: {PackagedToyTarget.PROBLEM}"
+    # `auto` is resolved first: to local (no engine here), whose lack is then refused
+    monkeypatch.setattr(backends, "_docker_unusable", lambda: "no Docker engine answers")
+    assert _refusal(["--target", packaged], tmp_path, capsys) == err
+    # resolved to docker, the image layer brings the program: nothing is missing
+    monkeypatch.setattr(backends, "_docker_unusable", lambda: None)
+    monkeypatch.setattr(backends, "_docker", _NamedBackend)
+    config = test_cli.config_from(test_cli.parser().parse_args(
+        ["--target", packaged, "--nemesis", "none"]))
+    target, backend, note = test_cli.prepare(config)
+    assert isinstance(target, PackagedToyTarget) and backend.name == "docker"
+    assert note.startswith("backend auto: docker")
+
+
+class _NamedBackend:
+    """Stands in for the docker backend in `prepare`, which only asks its name and powers."""
+
+    name = "docker"
+
+
+@pytest.mark.usefixtures("toys")
+def test_a_nemesis_the_target_cannot_do_is_refused_naming_the_target(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal(["--backend", "local", "--target", TOY, "--nemesis", "kill,membership"],
+                   tmp_path, capsys)
+    assert err == (f"kraft test: --nemesis: membership: the target cannot change its voters "
+                   f"(target {TOY}, local backend)")
+
+
+def test_etcd_without_its_binary_is_refused_with_how_to_install_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("harness.targets.etcd", reason="harness/targets/etcd.py not written yet")
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no etcd on PATH, whatever the host has
+    err = _refusal(["--backend", "local", "--target", "etcd", "--workload", "kv"], tmp_path,
+                   capsys)
+    assert err.startswith("kraft test: --target etcd: ") and "etcd-server" in err, err
+
+
+def test_nats_without_its_binary_or_with_too_many_nodes_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    # one stream replicated on every node, and NATS allows at most 5 replicas
+    err = _refusal(["--backend", "local", "--target", "nats", "--nodes", "7"], tmp_path, capsys)
+    assert err.startswith("kraft test: --nodes: 7 nodes") and "--nodes 5 or fewer" in err, err
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    err = _refusal(["--backend", "local", "--target", "nats"], tmp_path, capsys)
+    assert err.startswith("kraft test: --target nats: ") and "nats-server" in err, err
+    # a workload it does not run: the line names the ones it does
+    err = _refusal(["--backend", "local", "--target", "nats", "--workload", "kv"], tmp_path, capsys)
+    assert err == "kraft test: --workload: target nats cannot run kv; it runs: append"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

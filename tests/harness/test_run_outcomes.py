@@ -235,3 +235,58 @@ def test_a_run_whose_disk_fills_stops_cleanly_and_says_so(small_disk: Path, tmp_
         (copy / "results.json").unlink()
     # a re-check reads every stored op, and knows the run did not finish
     assert kraft(["check", "--no-plots", str(copy)]) == 2
+
+
+# -- what the target promises reaches test.json, and its packages the backend ------------------------
+
+@pytest.mark.usefixtures("local_registry")
+def test_test_json_records_the_targets_promises_and_node_data() -> None:
+    from toy_target import LaxToyTarget, ToyTarget
+
+    from contracts.target import PROMISES
+    assert runner.target_facts(ToyTarget()) == {"promises": sorted(PROMISES), "node_data": False}
+    lax = runner.target_facts(LaxToyTarget())["promises"]
+    assert lax == sorted(set(PROMISES) - {"acked-writes-durable"})
+
+
+@pytest.mark.usefixtures("local_registry")
+def test_the_backend_is_given_the_targets_image_packages() -> None:
+    from toy_target import PackagedToyTarget, ToyTarget
+    plain = TestConfig(nemesis=["kill"])
+    assert runner.cluster_options(plain, ToyTarget()) == {}
+    assert runner.cluster_options(plain, PackagedToyTarget()) == {
+        "packages": "toy-server toy-tools"}
+    disks = TestConfig(nemesis=["power-loss"])
+    assert runner.cluster_options(disks, PackagedToyTarget()) == {
+        "fuse": "1", "packages": "toy-server toy-tools"}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_registry")
+def test_what_a_target_does_not_promise_is_a_finding_of_a_real_run(tmp_path: Path) -> None:
+    # n1 forgets its log when killed: lost writes, which this toy does not promise to keep, and
+    # what follows from them, which it is judged on. Seed 1's first kill (at 0.5 s) takes every
+    # node, n1 among them, so the forgetting never depends on how many faults fit in the run.
+    config = TestConfig(backend="local", target="toy_target:LaxToyTarget", nemesis=["kill"],
+                        nemesis_interval=0.5, time_limit=2.5, rate=40, recovery_time=5, seed=1,
+                        node_config={"lossy": "true"}, results_dir=str(tmp_path / "results"))
+    target = targets.get(config.target)
+    outcome = runner.run(config, LocalBackend(), target, workloads.get("append"),
+                         out=io.StringIO())
+    test = json.loads((outcome.run_dir / "test.json").read_text())
+    assert test["promises"] == sorted(target.promises) and test["node_data"] is False
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    assert "lost-write" in results["finding_types"], outcome.summary
+    assert all(f["promise"] == "acked-writes-durable" for f in results["findings"]["lost-write"])
+    assert "lost-write" not in results["anomaly_types"]
+    # what else forgetting did (reads that went back, offsets given twice) it is judged on
+    from checkers.promises import KIND_PROMISE
+    assert results["anomaly_types"], outcome.summary
+    assert all(KIND_PROMISE.get(kind, "always") in {*target.promises, "always"}
+               for kind in results["anomaly_types"])
+    assert results["valid"] is False and outcome.exit_code == 1
+    assert not {"raft-invariants", "snapshots"} & set(results["checkers"])
+    # a re-check of the stored run judges it under the same promises
+    assert kraft(["check", "--no-plots", str(outcome.run_dir)]) == 1
+    assert json.loads((outcome.run_dir / "results.json").read_text())["findings"] == \
+        results["findings"]

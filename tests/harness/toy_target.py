@@ -4,7 +4,9 @@ Loadable from the command line as `--target toy_target:ToyTarget` with tests/har
 PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed; `down=true` starts
 no server at all, so that every operation fails; `fsync=false` acknowledges appends it never
 fsyncs (lost only in a power cut). Its log is `<node dir>/data/log.txt`, the data directory the
-disk nemeses mount their filesystem over.
+disk nemeses mount their filesystem over. `LaxToyTarget` claims no durability, and
+`PackagedToyTarget` lacks its program on the local backend (contracts/target.py's promises and
+refusals).
 """
 
 from __future__ import annotations
@@ -113,9 +115,30 @@ class ToyClient(Client):
 class ToyTarget(Target):
     name = "toy"
     ports = {"toy": 7000}
+    # its nodes write no log.jsonl / events.jsonl / final.json: nothing for raft-invariants
+    node_data = False
 
     def db(self) -> DB:
         return ToyDB()
 
     def client(self) -> Client:
         return ToyClient()
+
+
+class LaxToyTarget(ToyTarget):
+    """The toy, claiming no durability: what a `lossy=true` node forgets is a finding."""
+
+    promises = ToyTarget.promises - {"acked-writes-durable"}
+
+
+class PackagedToyTarget(ToyTarget):
+    """The toy, as a target whose docker image needs a Debian package of its own, and whose
+    program this machine lacks for the local backend."""
+
+    PROBLEM = "toy-server not found on PATH: apt-get install toy-server (or bash scripts/setup.sh)"
+
+    def missing(self, backend: str) -> str | None:
+        return self.PROBLEM if backend == "local" else None
+
+    def image_packages(self) -> tuple[str, ...]:
+        return ("toy-server", "toy-tools")
