@@ -82,7 +82,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="reference", help="implementation under test "
                    f"({', '.join(targets.TARGETS)}, or module:attribute); default: reference")
     p.add_argument("--nodes", default="3", help="a count (n1..nN) or comma-separated names")
-    p.add_argument("--workload", default="append", help=f"{', '.join(workloads.WORKLOADS)}")
+    p.add_argument("--workload", default=None,
+                   help=f"{', '.join(workloads.WORKLOADS)} (default: the target's first: append "
+                        "for reference and nats, kv for etcd)")
     p.add_argument("--nemesis", default=None,
                    help=f"comma list of {', '.join(KINDS)}, or none (default: "
                         f"{', '.join(DEFAULT_KINDS)}, those the backend and target allow)")
@@ -121,6 +123,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def default_workload(target: str) -> str:
+    """The target's first workload (`kraft test --target etcd` runs kv); for a name that is no
+    target, append, and `prepare` then refuses the name in its own line."""
+    try:
+        return targets.get(target).workloads()[0]
+    except (targets.UnknownTarget, IndexError):
+        return "append"
+
+
 def config_from(args: argparse.Namespace) -> TestConfig:
     if args.concurrency < 0:
         raise UsageError(f"--concurrency: must not be negative, got {args.concurrency}")
@@ -131,6 +142,8 @@ def config_from(args: argparse.Namespace) -> TestConfig:
     if args.backend not in backends.NAMES:
         raise UsageError(f"--backend: unknown backend {args.backend!r}; "
                          f"one of: {', '.join(backends.NAMES)}")
+    if args.workload is None:
+        args.workload = default_workload(args.target)
     if args.workload not in workloads.WORKLOADS:
         raise UsageError(f"--workload: unknown workload {args.workload!r}; "
                          f"one of: {', '.join(workloads.WORKLOADS)}")

@@ -273,3 +273,14 @@ def test_a_run_being_registered_is_never_seen_without_its_owner(tmp_path: Path) 
     pids.claim(run, os.getpid())
     assert pids.read_json(run / "owner.json") == pids.record_for(os.getpid())
     assert [p.name for p in (tmp_path / "local").iterdir()] == ["run-2"]  # nothing aside left
+
+
+def test_without_workload_a_run_takes_its_targets_first() -> None:
+    def workload(*argv: str) -> str:
+        return test_cli.config_from(test_cli.parser().parse_args(list(argv))).workload
+
+    assert workload() == "append"
+    assert workload("--target", "etcd") == "kv"
+    assert workload("--target", "nats") == "append"
+    assert workload("--target", "etcd", "--workload", "append") == "append"  # refused later
+    assert workload("--target", "nope") == "append"  # prepare refuses the name itself
