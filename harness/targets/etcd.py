@@ -37,7 +37,6 @@ import hashlib
 import json
 import re
 import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -49,6 +48,7 @@ from pathlib import Path
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress
 from contracts.target import DB, PROMISES, Client, Target
 from harness.targets.etcd_client import CallError, EtcdClient, call, gateway, range_body
+from harness.targets.signals import SignalledProcess
 
 CLIENT = "client"
 PEER = "peer"
@@ -172,7 +172,7 @@ def _parse_flags(binary: str, flags: tuple[str, ...]) -> str | None:
     return f"etcd refuses {' '.join(flags)}: {first.strip()}"
 
 
-class EtcdDB(DB):
+class EtcdDB(SignalledProcess, DB):
     def __init__(self) -> None:
         self.nodes: list[str] = []
         self.token = f"kraft-{uuid.uuid4().hex[:12]}"
@@ -286,31 +286,6 @@ class EtcdDB(DB):
         raise BackendError(f"{node}: etcd not answering after {START_TIMEOUT:g}s: "
                            f"{self._tail(backend, node)}")
 
-    def stop(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
-        backend.signal(node, signal.SIGTERM)
-        if backend.wait_exit(node, 10) is None:
-            backend.signal(node, signal.SIGKILL)
-            backend.wait_exit(node, 10)
-
-    def teardown(self, backend: Backend, nodes: list[str]) -> None:
-        for node in nodes:
-            backend.signal(node, signal.SIGCONT)
-            backend.signal(node, signal.SIGTERM)
-        for node in nodes:
-            if backend.wait_exit(node, 10) is None:
-                backend.signal(node, signal.SIGKILL)
-                backend.wait_exit(node, 10)
-
-    def kill(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGKILL)
-        backend.wait_exit(node, 10)
-
-    def pause(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGSTOP)
-
-    def resume(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
 
     # -- leaders ----------------------------------------------------------------------------
 

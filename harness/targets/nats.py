@@ -57,7 +57,6 @@ import contextlib
 import json
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -69,6 +68,7 @@ from typing import Any
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress, Identify
 from contracts.target import DB, Client, Target
+from harness.targets.signals import SignalledProcess
 
 CONFIG = "nats.conf"
 DATA = "data"
@@ -238,7 +238,7 @@ def meta_leader(jsz: dict[str, Any]) -> str | None:
     return leader if isinstance(leader, str) and leader else None
 
 
-class NatsDB(DB):
+class NatsDB(SignalledProcess, DB):
     def __init__(self) -> None:
         self.nodes: list[str] = []
 
@@ -349,31 +349,6 @@ class NatsDB(DB):
         self._spawn(backend, node)
         self._await_listening(backend, node, time.monotonic() + START_TIMEOUT)
 
-    def stop(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
-        backend.signal(node, signal.SIGTERM)
-        if backend.wait_exit(node, 10) is None:
-            backend.signal(node, signal.SIGKILL)
-            backend.wait_exit(node, 10)
-
-    def teardown(self, backend: Backend, nodes: list[str]) -> None:
-        for node in nodes:
-            backend.signal(node, signal.SIGCONT)
-            backend.signal(node, signal.SIGTERM)
-        for node in nodes:
-            if backend.wait_exit(node, 10) is None:
-                backend.signal(node, signal.SIGKILL)
-                backend.wait_exit(node, 10)
-
-    def kill(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGKILL)
-        backend.wait_exit(node, 10)
-
-    def pause(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGSTOP)
-
-    def resume(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
 
     def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, str | None]:
         """The stream's leader as each node's monitor reports it (`/jsz`, its view of the

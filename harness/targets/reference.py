@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import socket
 import tempfile
 import time
@@ -69,6 +68,7 @@ from harness.targets.reference_client import (
     leader_of,
 )
 from harness.targets.reference_tls import RunTls, node_settings
+from harness.targets.signals import SignalledProcess
 from reference_node.properties import render
 from reference_node.storage.meta import random_uuid
 
@@ -220,7 +220,7 @@ def read_directory_id(meta: str) -> str | None:
     return None
 
 
-class ReferenceDB(DB):
+class ReferenceDB(SignalledProcess, DB):
     def __init__(self) -> None:
         self.nodes: list[str] = []
         # the membership nemesis's deployment (use_spares): spares start as observers, and
@@ -349,31 +349,6 @@ class ReferenceDB(DB):
         self._spawn(backend, node)
         self._await_listening(backend, node)
 
-    def stop(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
-        backend.signal(node, signal.SIGTERM)
-        if backend.wait_exit(node, 10) is None:
-            backend.signal(node, signal.SIGKILL)
-            backend.wait_exit(node, 10)
-
-    def teardown(self, backend: Backend, nodes: list[str]) -> None:
-        for node in nodes:
-            backend.signal(node, signal.SIGCONT)
-            backend.signal(node, signal.SIGTERM)
-        for node in nodes:
-            if backend.wait_exit(node, 10) is None:
-                backend.signal(node, signal.SIGKILL)
-                backend.wait_exit(node, 10)
-
-    def kill(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGKILL)
-        backend.wait_exit(node, 10)
-
-    def pause(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGSTOP)
-
-    def resume(self, backend: Backend, node: str) -> None:
-        backend.signal(node, signal.SIGCONT)
 
     def leaders(self, backend: Backend, nodes: list[str]) -> dict[str, Any]:
         """Each controller's view of the leader, by node name (None: unknown or unreachable);
