@@ -3,8 +3,9 @@
 A run gets a bridge network of its own and containers n1..nN on it (hostname and DNS alias = the
 node's name, `init=True`, NET_ADMIN but never privileged), from the node image of
 `harness/images.py`, or from a target's layer on it when the spec's `packages` option names the
-Debian packages the target needs (an `image` option or constructor argument overrides both). Each container makes its own SSH host key at start; the harness reads it back
-with `docker exec` and pins it, and logs in as root with an ed25519 key made for the run. From
+Debian packages the target needs (an `image` option or constructor argument overrides both). Each
+container makes its own SSH host key at start; the harness reads it back with `docker exec` and
+pins it, and logs in as root with an ed25519 key made for the run. From
 then on, everything goes over SSH (`harness/backends/ssh.py`), as Jepsen controls its nodes; every command
 is written to run_dir/backend.log.
 

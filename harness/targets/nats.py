@@ -57,7 +57,6 @@ import contextlib
 import json
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -68,7 +67,7 @@ from typing import Any
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress, Identify
 from contracts.target import DB, Client, Target
-from harness.targets.signals import SignalledProcess
+from harness.targets.signals import SignalledProcess, await_listening, last_error_line
 
 CONFIG = "nats.conf"
 DATA = "data"
@@ -321,27 +320,14 @@ class NatsDB(SignalledProcess, DB):
                       self._path(backend, node, LOG))
 
     def _await_listening(self, backend: Backend, node: str, deadline: float) -> None:
-        address = backend.client_address(node, "client")
-        while time.monotonic() < deadline:
-            if not backend.is_running(node):
-                raise BackendError(f"{node}: nats-server exited at start"
-                                   f"{self._last_words(backend, node)} (see nodes/{node}/{LOG})")
-            with contextlib.suppress(OSError):
-                socket.create_connection(address, timeout=1).close()
-                return
-            time.sleep(0.1)
-        raise BackendError(f"{node}: not listening on {address} after {START_TIMEOUT:g}s")
+        await_listening(backend, node, "client", START_TIMEOUT, "nats-server", LOG,
+                        lambda: self._last_words(backend, node), deadline)
 
     def _last_words(self, backend: Backend, node: str) -> str:
         """The node's last fatal or error line (why it would not start), as `: <line>`."""
-        try:
-            tail = backend.exec(node, ["tail", "-n", "20", self._path(backend, node, LOG)],
-                                check=False, timeout=10).stdout
-        except BackendError:
-            return ""
-        errors = [line for line in tail.splitlines()
-                  if "[FTL]" in line or "[ERR]" in line or line.startswith("nats-server:")]
-        return f": {errors[-1].split('] ', 1)[-1][:600]}" if errors else ""
+        return last_error_line(
+            backend, node, self._path(backend, node, LOG),
+            lambda line: "[FTL]" in line or "[ERR]" in line or line.startswith("nats-server:"))
 
     def start(self, backend: Backend, node: str) -> None:
         if backend.is_running(node):

@@ -49,9 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,7 +66,7 @@ from harness.targets.reference_client import (
     leader_of,
 )
 from harness.targets.reference_tls import RunTls, node_settings
-from harness.targets.signals import SignalledProcess
+from harness.targets.signals import SignalledProcess, await_listening, last_error_line
 from reference_node.properties import render
 from reference_node.storage.meta import random_uuid
 
@@ -320,28 +318,14 @@ class ReferenceDB(SignalledProcess, DB):
                       self._path(backend, node, LOG))
 
     def _await_listening(self, backend: Backend, node: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        address = backend.client_address(node, "kafka")
-        while time.monotonic() < deadline:
-            if not backend.is_running(node):
-                raise BackendError(f"{node}: kraft node exited at start"
-                                   f"{self._last_words(backend, node)} (see nodes/{node}/{LOG})")
-            with contextlib.suppress(OSError):
-                socket.create_connection(address, timeout=1).close()
-                return
-            time.sleep(0.1)
-        raise BackendError(f"{node}: not listening on {address} after {START_TIMEOUT:g}s")
+        await_listening(backend, node, "kafka", START_TIMEOUT, "kraft node", LOG,
+                        lambda: self._last_words(backend, node))
 
     def _last_words(self, backend: Backend, node: str) -> str:
         """The node's last error line (why it would not start, e.g. a corrupt file it names), as
         `: <line>`, or "" when there is none to read."""
-        try:
-            tail = backend.exec(node, ["tail", "-n", "20", self._path(backend, node, LOG)],
-                                check=False, timeout=10).stdout
-        except BackendError:
-            return ""
-        errors = [line for line in tail.splitlines() if " ERROR " in line]
-        return f": {errors[-1].split('] ', 1)[-1][:600]}" if errors else ""
+        return last_error_line(backend, node, self._path(backend, node, LOG),
+                               lambda line: " ERROR " in line)
 
     def start(self, backend: Backend, node: str) -> None:
         if backend.is_running(node):

@@ -1,5 +1,6 @@
 """The process levers every target's DB pulls the same way: signals to the node's daemon through
-the backend (`contracts.backend.Backend.signal`), whatever program it runs.
+the backend (`contracts.backend.Backend.signal`), whatever program it runs, and the wait for a
+started daemon to listen, which names the error line of one that died instead.
 
 A graceful stop resumes a paused process first (a SIGSTOPped one never handles SIGTERM), gives it
 STOP_GRACE seconds, then kills it; teardown does that for every node at once, so that the nodes
@@ -8,9 +9,13 @@ stop side by side rather than one grace period after another.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
+import time
+from collections.abc import Callable
 
-from contracts.backend import Backend
+from contracts.backend import Backend, BackendError
 
 STOP_GRACE = 10.0  # seconds a node has to exit after SIGTERM before SIGKILL
 
@@ -40,3 +45,33 @@ class SignalledProcess:
 
     def resume(self, backend: Backend, node: str) -> None:
         backend.signal(node, signal.SIGCONT)
+
+
+def await_listening(backend: Backend, node: str, port: str, timeout: float, program: str,
+                    log: str, last_words: Callable[[], str], deadline: float | None = None) -> None:
+    """Wait until `port` of the started `node` accepts a connection (by `deadline`, else
+    `timeout` from now). A daemon that exits first is a BackendError with `last_words()` (its
+    log's last error, as `: <line>`) and where its log is collected (`nodes/<node>/<log>`)."""
+    deadline = time.monotonic() + timeout if deadline is None else deadline
+    address = backend.client_address(node, port)
+    while time.monotonic() < deadline:
+        if not backend.is_running(node):
+            raise BackendError(f"{node}: {program} exited at start{last_words()} "
+                               f"(see nodes/{node}/{log})")
+        with contextlib.suppress(OSError):
+            socket.create_connection(address, timeout=1).close()
+            return
+        time.sleep(0.1)
+    raise BackendError(f"{node}: not listening on {address} after {timeout:g}s")
+
+
+def last_error_line(backend: Backend, node: str, log_path: str,
+                    is_error: Callable[[str], bool]) -> str:
+    """The last line of the node's log tail that `is_error` picks (why it would not start), as
+    `: <message>`, or "" when there is none to read."""
+    try:
+        tail = backend.exec(node, ["tail", "-n", "20", log_path], check=False, timeout=10).stdout
+    except BackendError:
+        return ""
+    errors = [line for line in tail.splitlines() if is_error(line)]
+    return f": {errors[-1].split('] ', 1)[-1][:600]}" if errors else ""
