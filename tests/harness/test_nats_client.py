@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from contracts.backend import ClusterSpec
 from harness.backends.local import LocalBackend
 from harness.targets.nats import NatsDB, NatsTarget
 from harness.targets.nats_client import NatsClient, publish_outcome, record_value
+from testkit.targets import deployed
 
 
 def _op(f: str, value: dict[str, int]) -> dict[str, Any]:
@@ -62,17 +62,8 @@ def _deploy(tmp_path_factory: pytest.TempPathFactory, nodes: list[str],
             run_id: str) -> Iterator[tuple[LocalBackend, NatsDB]]:
     if shutil.which("nats-server") is None:
         pytest.skip("nats-server not installed")
-    backend = LocalBackend()
-    target = NatsTarget()
-    db = target.db()
-    assert isinstance(db, NatsDB)
-    backend.setup(ClusterSpec(run_id, nodes, target.ports, tmp_path_factory.mktemp("run")))
-    try:
-        db.setup(backend, nodes, {})
-        yield backend, db
-    finally:
-        db.teardown(backend, nodes)
-        backend.teardown()
+    with deployed(NatsTarget(), NatsDB, nodes, run_id, tmp_path_factory.mktemp("run")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.backend import ClusterSpec, HasSharedPeerAddress
+from contracts.backend import HasSharedPeerAddress
 from contracts.target import PROMISES
 from harness.backends.local import LocalBackend
 from harness.targets import nats as nats_target
@@ -24,6 +24,7 @@ from harness.targets.nats import (
     stream_leader,
 )
 from harness.targets.nats_client import NatsClient
+from testkit.targets import deployed
 
 NODES = ["n1", "n2", "n3"]
 needs_server = pytest.mark.skipif(shutil.which("nats-server") is None,
@@ -145,18 +146,9 @@ def test_stream_leader_from_jsz() -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBackend, NatsDB]]:
     if shutil.which("nats-server") is None:
         pytest.skip("nats-server not installed")
-    backend = LocalBackend()
-    target = NatsTarget()
-    db = target.db()
-    assert isinstance(db, NatsDB)
-    backend.setup(ClusterSpec("nats-target-test", NODES, target.ports,
-                              tmp_path_factory.mktemp("run")))
-    try:
-        db.setup(backend, NODES, {})
-        yield backend, db
-    finally:
-        db.teardown(backend, NODES)
-        backend.teardown()
+    with deployed(NatsTarget(), NatsDB, NODES, "nats-target-test",
+                  tmp_path_factory.mktemp("run")) as deployment:
+        yield deployment
 
 
 def _until(what: str, check, timeout: float = 30.0):  # type: ignore[no-untyped-def]

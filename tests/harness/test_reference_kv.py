@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from contracts.backend import ClusterSpec
 from contracts.target import Client
 from harness.backends.local import LocalBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
 from nemesis.base import Env
 from nemesis.lagging import LaggingFollower
+from testkit.targets import deployed
 
 pytestmark = pytest.mark.slow
 NODES = ["n1", "n2", "n3"]
@@ -32,18 +32,9 @@ Op = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBackend, ReferenceDB]]:
-    run_dir = tmp_path_factory.mktemp("run")
-    backend = LocalBackend()
-    target = ReferenceTarget()
-    db = target.db()
-    assert isinstance(db, ReferenceDB)
-    backend.setup(ClusterSpec("reference-kv-test", NODES, target.ports, run_dir))
-    try:
-        db.setup(backend, NODES, dict(SNAPSHOTS))
-        yield backend, db
-    finally:
-        db.teardown(backend, NODES)
-        backend.teardown()
+    with deployed(ReferenceTarget(), ReferenceDB, NODES, "reference-kv-test",
+                  tmp_path_factory.mktemp("run"), SNAPSHOTS) as deployment:
+        yield deployment
 
 
 def _leader(env: Env) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from contracts.backend import ClusterSpec
 from harness.backends.local import LocalBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
 from nemesis.base import Env
+from testkit.targets import deployed
 
 pytestmark = pytest.mark.slow
 NODES = ["n1", "n2", "n3"]
@@ -20,18 +20,9 @@ NODES = ["n1", "n2", "n3"]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBackend, ReferenceDB]]:
-    run_dir = tmp_path_factory.mktemp("run")
-    backend = LocalBackend()
-    target = ReferenceTarget()
-    db = target.db()
-    assert isinstance(db, ReferenceDB)
-    backend.setup(ClusterSpec("reference-test", NODES, target.ports, run_dir))
-    try:
-        db.setup(backend, NODES, {})
-        yield backend, db
-    finally:
-        db.teardown(backend, NODES)
-        backend.teardown()
+    with deployed(ReferenceTarget(), ReferenceDB, NODES, "reference-test",
+                  tmp_path_factory.mktemp("run")) as deployment:
+        yield deployment
 
 
 def _leader(backend: LocalBackend, db: ReferenceDB) -> str:

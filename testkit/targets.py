@@ -1,0 +1,32 @@
+"""A target's cluster on the local backend, for tests that drive a target's DB and clients
+directly (without `kraft test`): set up, handed over, and torn down however the test ends."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from contracts.backend import ClusterSpec
+from contracts.target import DB, Target
+from harness.backends.local import LocalBackend
+
+D = TypeVar("D", bound=DB)
+
+
+@contextlib.contextmanager
+def deployed(target: Target, db_type: type[D], nodes: list[str], run_id: str, run_dir: Path,
+             node_config: Mapping[str, str] | None = None) -> Iterator[tuple[LocalBackend, D]]:
+    """`target`'s nodes running on a local backend of their own, as the runner deploys them;
+    the DB is checked to be a `db_type`, so that a test may use its own levers."""
+    backend = LocalBackend()
+    db = target.db()
+    assert isinstance(db, db_type), f"{type(target).__name__}.db() made a {type(db).__name__}"
+    backend.setup(ClusterSpec(run_id, nodes, target.ports, run_dir))
+    try:
+        db.setup(backend, nodes, dict(node_config or {}))
+        yield backend, db
+    finally:
+        db.teardown(backend, nodes)
+        backend.teardown()
