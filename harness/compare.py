@@ -24,12 +24,13 @@ results.json cannot be read has no row to go to and is listed in `skipped_runs`.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from contracts.results import RESULTS, TEST, read_object
 from harness.pipeline import discover, runinfo
@@ -144,20 +145,14 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile of sorted `values`, interpolated linearly between ranks (the pipeline's)."""
-    if not values:
-        return None
-    pos = (len(values) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    if lo == hi:
-        return values[lo]
-    return (hi - pos) * values[lo] + (pos - lo) * values[hi]
+    """The q-quantile of `values`, interpolated linearly between ranks (the pipeline's, and
+    numpy's default, which checkers/perf.py's latency plot uses too)."""
+    return float(np.quantile(values, q)) if len(values) else None
 
 
 def _latency(values: list[float]) -> dict[str, Any]:
-    ordered = sorted(values)
-    return {"ok_ops": len(ordered),
-            **{name: _round(quantile(ordered, q)) for name, q in QUANTILES.items()}}
+    return {"ok_ops": len(values),
+            **{name: _round(quantile(values, q)) for name, q in QUANTILES.items()}}
 
 
 def _by_kind(runs: list[Run], kinds_of: str) -> dict[str, list[str]]:
