@@ -10,6 +10,10 @@ at start as a `StoredEntries` rather than a list: the core then keeps only what 
 in memory, reads older entries through it, and takes the epoch index from the storage's
 leader-epoch cache instead of reading every entry. A truncation into that prefix only shortens it
 (the host truncates its disk in the same order). The simulator hands over lists.
+
+A host whose storage serves every entry it has flushed, not only those it held at start
+(`StoredEntries.grows`), lets the core keep only the recent entries in memory: `release` hands
+flushed entries over to it, so a node's memory does not grow with its log.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Protocol, overload
+from typing import ClassVar, Protocol, overload
 
 from reference_node.raft.messages import DivergingEpoch, Entry
 
@@ -49,6 +53,9 @@ class StoredEntries(Sequence[Entry]):
 
     start_offset: int
     end_offset: int
+    grows: ClassVar[bool] = False
+    """True when `read` serves any entry the host has flushed since, too (its log on disk), not
+    only those below `end_offset`: the log may then `release` flushed entries to it."""
 
     @abstractmethod
     def read(self, start: int, end: int) -> Sequence[Entry]:
@@ -79,8 +86,8 @@ class StoredEntries(Sequence[Entry]):
 
 class RaftLog:
     __slots__ = (
-        "_entries", "_epoch_offsets", "_epochs", "_stored", "_stored_end", "flushed_end",
-        "start_epoch", "start_offset",
+        "_backing", "_entries", "_epoch_offsets", "_epochs", "_stored", "_stored_end",
+        "flushed_end", "start_epoch", "start_offset",
     )
 
     def __init__(self, entries: Sequence[Entry] = (), start_offset: int = 0, start_epoch: int = 0):
@@ -93,6 +100,9 @@ class RaftLog:
         self._stored: StoredEntries | None = None
         self._stored_end = start_offset
         """Entries below it (from `start_offset`) are read from `_stored`."""
+        self._backing: StoredEntries | None = None
+        """Storage that grows (`StoredEntries.grows`), kept across resets: `release` moves
+        flushed entries to it."""
         if isinstance(entries, StoredEntries):
             self._adopt(entries)
         else:
@@ -107,6 +117,8 @@ class RaftLog:
             )
         self._stored = stored
         self._stored_end = stored.end_offset
+        if stored.grows:
+            self._backing = stored
         for epoch, offset in stored.epoch_starts():
             if offset >= stored.end_offset:
                 break
@@ -171,6 +183,19 @@ class RaftLog:
             self._epochs.append(entry.epoch)
             self._epoch_offsets.append(entry.offset)
         self._entries.append(entry)
+
+    def release(self, below: int) -> None:
+        """Keep in memory no entry below `below` that is flushed: from now on the host's storage
+        serves them. A no-op unless that storage grows (`StoredEntries.grows`); never above
+        `flushed_end`, as only durable entries are surely on the host's disk."""
+        if self._backing is None:
+            return
+        below = min(below, self.flushed_end, self.end_offset)
+        if below <= self._stored_end:
+            return
+        del self._entries[: below - self._stored_end]
+        self._stored = self._backing
+        self._stored_end = below
 
     def truncate(self, offset: int) -> None:
         """Remove every entry at or after `offset`."""

@@ -328,10 +328,20 @@ def on_client_read(core: CoreOps, req: ClientRead) -> None:
 # --- follower side --------------------------------------------------------------------------------
 
 
+RECENT_ENTRIES = 8192
+"""Committed, flushed entries the core keeps in memory (`RaftLog.release`) where a host's storage
+can serve the older ones: followers fetch and the image applies near the end, so those reads stay
+in memory while the node's memory stays flat however long its log grows."""
+
+
 def on_flushed(core: CoreOps, end_offset: int) -> None:
     end = min(end_offset, core.log.end_offset)
     if end > core.log.flushed_end:
         core.log.flushed_end = end
+    # Only committed entries: they are never truncated, so the disk holds exactly them (a flush
+    # that ended before a truncation reached the disk may report an end past what the disk
+    # now holds of the new entries; those are above the high watermark).
+    core.log.release(min(core.log.flushed_end, core.hw) - RECENT_ENTRIES)
     if isinstance(core.state, Leader):
         update_hw(core)
     else:

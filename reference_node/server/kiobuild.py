@@ -27,8 +27,10 @@ def _fields(cls: Any) -> tuple[tuple[str, Any, str], ...]:
     )
 
 
+@cache
 def _nested_class(hint: Any) -> type[Any] | None:
-    """The dataclass inside `hint` (X, X | None, tuple[X, ...]), or None."""
+    """The dataclass inside `hint` (X, X | None, tuple[X, ...]), or None. Cached: a response is
+    built for every request, and walking the hint costs more than the rest of `build`."""
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return hint
     for arg in typing.get_args(hint):

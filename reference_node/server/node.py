@@ -1,7 +1,9 @@
 """`NodeHost`: the asyncio host around one `RaftCore`, and `run_node` for the CLI.
 
-Every input reaches the core through `step` on the event loop thread; one pump task drains the
-core's output. The pump takes a `Ready`, calls `advance` at once (so no input is ever stepped
+Every input reaches the core through `step` on the event loop thread, with the host's clock; one
+pump task drains the core's output. No clock ticks on a period: after each Ready the host arms one
+timer for the core's next deadline (`RaftCore.next_deadline_ms`), so an idle node sleeps and a
+timer fires when it is due, not up to a tick late. The pump takes a `Ready`, calls `advance` at once (so no input is ever stepped
 between `ready()` and `advance()`), then carries it out in the order `Ready` prescribes: the
 quorum state is written and fsynced (awaited: nothing of this Ready is sent before it is
 durable), truncation and appends are queued to the disk thread, a flush is started, and only then
@@ -100,6 +102,7 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, BrokerStatus, new_incarnation
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.states import NEVER
 from reference_node.raft.voters import Voter, VoterSet
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
@@ -118,6 +121,7 @@ from reference_node.wire.errors import ProtocolError, WireError
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
+"""How often a graceful stop looks whether the core may go."""
 # a log flush slower than this is logged: a stalled or failing disk (Kafka's LogFlushStats)
 SLOW_FLUSH_S = 1.0
 _DRAIN_S = 1.0
@@ -226,6 +230,8 @@ class NodeHost:
         self._flush_started = 0.0
         self._flush_wanted = False
         self._election_started: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = NEVER
         self._tasks: set[asyncio.Future[Any]] = set()
         self._delayed_writes: set[asyncio.TimerHandle] = set()
         self.fatal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
@@ -240,7 +246,6 @@ class NodeHost:
         self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
                                               ssl=self.cfg.listener_ssl())
         self._spawn(self._pump())
-        self._spawn(self._ticker())
         self._metrics_server = None
         if self.cfg.metrics_port:
             self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
@@ -274,6 +279,8 @@ class NodeHost:
                             self.cfg.shutdown_timeout_ms, self.core.state_name)
             await self._let_output_out(deadline + _DRAIN_S)
         self.linger.close()
+        if self._timer is not None:
+            self._timer.cancel()
         for handle in self._delayed_writes:
             handle.cancel()
         await self.listener.close()
@@ -322,13 +329,29 @@ class NodeHost:
     # --- driving the core ---------------------------------------------------------------------
 
     def step(self, inp: Input) -> None:
-        self.core.step(inp)
+        # The core's clock moves with every input, not only with ticks: ticks come only when a
+        # timer is due, and a deadline set from a stale clock would fire early.
+        self.core.step(inp, _now_ms())
         self._wake.set()
 
-    async def _ticker(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            self.step(Tick(_now_ms()))
+    def _arm_timer(self) -> None:
+        """Tick when the core's next deadline is due (`RaftCore.next_deadline_ms`), not on a fixed
+        period: an idle node sleeps. Called after every Ready, since any input may move it."""
+        due = self.core.next_deadline_ms()
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return  # an earlier tick is armed; it re-arms for this one
+            self._timer.cancel()
+            self._timer = None
+        if due >= NEVER:
+            return
+        self._timer_due = due
+        delay = max(due - _now_ms(), 0) / 1000.0
+        self._timer = asyncio.get_running_loop().call_later(delay, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        self.step(Tick(_now_ms()))
 
     async def _pump(self) -> None:
         while True:
@@ -340,6 +363,7 @@ class NodeHost:
                 self.core.advance(ready)
                 await self._carry_out(ready)
             self._pump_busy = False
+            self._arm_timer()
 
     async def _carry_out(self, ready: Ready) -> None:
         if ready.quorum_state is not None:
@@ -764,8 +788,9 @@ class NodeHost:
 
     def _step_appends(self, batch: list[tuple[int, tuple[bytes, ...]]]) -> None:
         """One linger window's appends, stepped together: one Ready, one write, one flush."""
+        now = _now_ms()
         for request_id, payloads in batch:
-            self.core.step(ClientAppend(request_id, payloads))
+            self.core.step(ClientAppend(request_id, payloads), now)
         self._wake.set()
 
     def read(self, from_offset: int) -> asyncio.Future[ReadReply]:

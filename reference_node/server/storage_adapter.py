@@ -219,12 +219,17 @@ def _dynamic_voter(item: str, listener_name: str) -> Voter:
 
 
 class DiskEntries(StoredEntries):
-    """What the log held when the node opened it, read on demand for the core.
+    """The log on disk, read on demand for the core: what it held when the node opened it, and
+    (`grows`) whatever the core released to it since, which is always flushed.
 
     Reads come from the event loop while the disk thread writes: `MetadataLog` serialises them
     with its lock, and the core never asks for an offset it has truncated (it truncates itself
-    before the disk thread does) nor past `end_offset` (what it appended since is in memory).
+    before the disk thread does) nor for one it has not released (those are in memory). After a
+    snapshot is installed the disk thread resets the log at the same offset the core did, before
+    the flush that lets the core release anything above it.
     """
+
+    grows = True
 
     def __init__(self, log: MetadataLog) -> None:
         self._log = log

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -122,11 +123,13 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.response)
 
 
+@cache
 def request_class(api_key: int, version: int) -> type[Any]:
     """The kio request class for (api_key, version); raises kio.index.KioIndexError if none."""
     return load_request_schema(api_key, version)
 
 
+@cache
 def response_class(api_key: int, version: int) -> type[Any]:
     """The kio response class for (api_key, version); raises kio.index.KioIndexError if none."""
     return load_response_schema(api_key, version)

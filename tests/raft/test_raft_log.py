@@ -114,3 +114,98 @@ def test_a_stored_prefix_answers_as_the_same_entries_in_memory() -> None:
 def test_an_empty_stored_prefix_is_an_empty_log() -> None:
     log = RaftLog(ListStorage([]))
     assert answers(log) == answers(RaftLog())
+
+
+# --- a log that hands flushed, committed entries over to the host's storage ---------------------
+
+
+class GrowingStorage(ListStorage):
+    """A host's disk: it holds every entry written to it (`written`), and serves any of them."""
+
+    grows = True
+
+    def __init__(self, stored: list[Entry]) -> None:
+        super().__init__(stored)
+        self.written = list(stored)
+
+    def read(self, start: int, end: int) -> list[Entry]:
+        self.read_entries += end - start
+        by_offset = {e.offset: e for e in self.written}
+        return [by_offset[o] for o in range(start, end)]
+
+
+def test_release_keeps_no_entry_in_memory_that_storage_serves() -> None:
+    base = entries(1, 1, 3, 3, 3, 5)
+    more = [Entry(6, 6, EntryKind.DATA, b"x"), Entry(7, 6, EntryKind.DATA, b"y")]
+    storage = GrowingStorage(base[:2])
+    released, in_memory = RaftLog(storage), RaftLog(base[:2])
+    for log in (released, in_memory):
+        for entry in base[2:] + more:
+            log.append(entry)
+    storage.written = base + more
+    released.flushed_end = in_memory.flushed_end = 7
+    released.release(5)
+    assert answers(released) == answers(in_memory)
+    assert storage.read_entries > 0  # the answers below 5 came from the storage
+
+
+def test_release_never_goes_past_the_flushed_end() -> None:
+    base = entries(1, 1, 3, 3)
+    storage = GrowingStorage([])
+    log = RaftLog(storage)
+    for entry in base:
+        log.append(entry)
+    log.flushed_end = 2
+    log.release(4)  # the entries at 2 and 3 are not durable: they stay in memory
+    storage.read_entries = 0
+    assert log.read(2, 4) == tuple(base[2:])
+    assert storage.read_entries == 0
+    storage.written = base[:2]
+    assert log.read(0, 2) == tuple(base[:2])
+    assert storage.read_entries == 2
+
+
+def test_release_is_a_no_op_when_storage_does_not_grow() -> None:
+    base = entries(1, 1, 3, 3)
+    storage = ListStorage(base[:1])
+    log = RaftLog(storage)
+    for entry in base[1:]:
+        log.append(entry)
+    log.release(4)
+    assert log.read(1, 4) == tuple(base[1:])
+    assert storage.read_entries == 0  # what the storage never held is still in memory
+
+
+def test_truncate_reset_and_retention_after_a_release_answer_as_in_memory() -> None:
+    base = entries(1, 1, 3, 3, 3, 5, 5)
+    for change in ("truncate", "reset", "advance_start", "advance_past_release"):
+        storage = GrowingStorage([])
+        released, in_memory = RaftLog(storage), RaftLog()
+        for log in (released, in_memory):
+            for entry in base:
+                log.append(entry)
+            log.flushed_end = 7
+        storage.written = list(base)
+        released.release(4)
+        for log in (released, in_memory):
+            if change == "truncate":
+                log.truncate(2)
+                log.append(Entry(2, 6, EntryKind.DATA, b"z"))
+            elif change == "reset":
+                log.reset(9, 6)
+                log.append(Entry(9, 6, EntryKind.DATA, b"z"))
+            elif change == "advance_start":
+                log.advance_start(2, 1)
+            else:
+                log.advance_start(5, 3)
+        if change == "truncate":
+            storage.written = [*base[:2], Entry(2, 6, EntryKind.DATA, b"z")]
+            for log in (released, in_memory):
+                log.flushed_end = 3
+            released.release(3)
+        elif change == "reset":
+            storage.written = [Entry(9, 6, EntryKind.DATA, b"z")]
+            for log in (released, in_memory):
+                log.flushed_end = 10
+            released.release(10)  # the storage kept across the reset serves the new log
+        assert answers(released) == answers(in_memory), change

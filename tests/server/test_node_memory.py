@@ -1,0 +1,58 @@
+"""A node keeps only its recent committed entries in memory (`RaftLog.release`): the older ones
+are read back from its log on disk, and read the same as if they had stayed in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from reference_node.config import from_properties
+from reference_node.raft import replication
+from reference_node.server.node import NodeHost
+from reference_node.storage import format_storage
+from testkit.cluster import CLUSTER_ID, free_ports
+
+RECENT = 4
+
+
+def test_entries_released_to_disk_read_back_the_same(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replication, "RECENT_ENTRIES", RECENT)
+    (port,) = free_ports(1)
+    data = tmp_path / "data"
+    format_storage(data, CLUSTER_ID, 1)
+    cfg = from_properties({
+        "node.id": "1",
+        "process.roles": "controller",
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "listeners": f"CONTROLLER://127.0.0.1:{port}",
+        "metadata.log.dir": str(data),
+        "controller.quorum.append.linger.ms": "0",
+    })
+
+    async def scenario() -> None:
+        host = NodeHost(cfg)
+        await host.start()
+        try:
+            while host.core.state_name != "leader":
+                await asyncio.sleep(0.01)
+            offsets = []
+            for value in range(40):  # one at a time: each commits, is flushed, then released
+                reply = await asyncio.wait_for(host.append((str(value).encode(),)), 10)
+                offsets.append(reply.offsets[0])
+            in_memory = host.core.log_view.end_offset - stored_end(host)
+            assert in_memory <= RECENT + 1, in_memory  # + the append not yet released
+            read = await asyncio.wait_for(host.read(0), 10)
+            values = {e.offset: e.payload for e in read.records}
+            assert [values[o] for o in offsets] == [str(v).encode() for v in range(40)]
+        finally:
+            await host.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def stored_end(host: NodeHost) -> int:
+    """Where the core's in-memory entries begin (everything below is read from disk)."""
+    return int(host.core.log_view._stored_end)  # type: ignore[attr-defined]
