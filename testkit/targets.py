@@ -4,6 +4,7 @@ directly (without `kraft test`): set up, handed over, and torn down however the 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -11,6 +12,7 @@ from typing import TypeVar
 from contracts.backend import ClusterSpec
 from contracts.target import DB, Target
 from harness.backends.local import LocalBackend
+from nemesis.base import Env
 
 D = TypeVar("D", bound=DB)
 
@@ -30,3 +32,14 @@ def deployed(target: Target, db_type: type[D], nodes: list[str], run_id: str, ru
     finally:
         db.teardown(backend, nodes)
         backend.teardown()
+
+
+def wait_for_leader(env: Env, timeout: float = 30.0) -> str:
+    """The node that the deployment's DB says leads, once one does (AssertionError if none
+    within `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (leader := env.leader()) is not None:
+            return leader
+        time.sleep(0.2)
+    raise AssertionError(f"no leader within {timeout:.0f} s")

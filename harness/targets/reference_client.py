@@ -29,8 +29,21 @@
 What an outcome means: a connection refused, or an error code the node sends only for a request it
 did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending, a closed
 connection, or REQUEST_TIMED_OUT (the node's "appended, but lost leadership before commit") is
-`info`. Leader discovery: the client starts at its own node, asks Metadata who leads, and after
-a not-leader answer moves to the leader the answer (or Metadata) names, for the next operation.
+`info`.
+
+Leader discovery (issue 18): the client starts at its own node and asks Metadata who leads. An
+operation is tried again at once, within its own timeout, after an attempt that certainly changed
+nothing and that another node may accept: the connection refused (or its handshake failed, or a
+node too slow to shake hands in `HANDSHAKE_S`), or a leadership refusal (`LEADERSHIP_REFUSALS`);
+a read, which changes nothing, after any wire error too. The next attempt goes to the leader the
+refusal names (Fetch's `current_leader`, else the refusing node's Metadata) unless this
+operation already tried it, else to the next untried node; when every node has refused (an
+election), after `RETRY_BACKOFF_S` it asks them all again. So an op never appends twice: only its
+last attempt can have appended. No attempt starts with less than `MIN_ATTEMPT_S` left, which
+could only turn a certain failure into an unknown outcome. An idle connection whose node closed
+it (killed) is dropped before a request is written on it: a request sent there would be an
+unknown outcome, though the node can never have read it (over TLS this is not checked).
+
 With an `ssl` context (a run with `--node-config security=ssl`) every connection is TLS, with the
 harness's certificate of the run's CA.
 """
@@ -39,7 +52,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from ssl import SSLContext
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from ssl import SSLContext, SSLSocket
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -92,6 +109,20 @@ CERTAIN_FAILURES = {
     ErrorCode.unsupported_version, ErrorCode.not_enough_replicas, ErrorCode.fenced_leader_epoch,
     ErrorCode.unknown_leader_epoch, ErrorCode.offset_out_of_range,
 }
+# Refusals that say "not here": sent only for a request the node did not append, and another node
+# (the leader) may accept it, so the op goes there at once (a subset of CERTAIN_FAILURES).
+LEADERSHIP_REFUSALS = {
+    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+}
+# Kafka's retry.backoff.ms default: the pause before asking every node again when none leads.
+RETRY_BACKOFF_S = 0.1
+# The least time left for one more attempt: a shorter one could only time out after sending,
+# which turns the op's certain failure into an unknown outcome.
+MIN_ATTEMPT_S = 0.2
+# Connecting and the ApiVersions handshake: a node that takes longer (paused, unreachable) is
+# left for another while the op still has time; nothing was sent to it.
+HANDSHAKE_S = 0.5
 SHORT_NAMES = {ErrorCode.not_leader_or_follower: "not-leader",
                ErrorCode.request_timed_out: "timeout",
                ErrorCode.offset_out_of_range: "offset-out-of-range"}
@@ -112,12 +143,55 @@ def leader_of(address: tuple[str, int], timeout: float,
     """The leader id that the node at `address` reports through Metadata, or None."""
     with contextlib.suppress(WireError, Exception), \
             KafkaClient(*address, client_id="kraft-harness", timeout=timeout, ssl=ssl) as client:
-        response = client.call(METADATA, lambda v: metadata_request(v, None), timeout)
-        for topic in response.topics:
-            for partition in topic.partitions:
-                leader = int(partition.leader_id)
-                return leader if leader >= 0 else None
+        return _named_leader(client, timeout)
     return None
+
+
+def _named_leader(conn: KafkaClient, timeout: float) -> int | None:
+    """The leader id that the node at the other end of `conn` reports through Metadata, or None
+    (it knows none). WireError when it does not answer."""
+    response = conn.call(METADATA, lambda v: metadata_request(v, None), timeout)
+    for topic in response.topics:
+        for partition in topic.partitions:
+            leader = int(partition.leader_id)
+            return leader if leader >= 0 else None
+    return None
+
+
+def _peer_closed(conn: KafkaClient) -> bool:
+    """Whether the node closed this idle connection (its process died, say): anything to read on
+    a connection with no request outstanding is its end of file, a reset, or bytes nobody asked
+    for, and a request written after it could never be read by the node. Over TLS the check is
+    left out, as a session ticket also makes the socket readable."""
+    sock = getattr(conn, "_sock", None)  # KafkaClient keeps its socket to itself
+    if sock is None or isinstance(sock, SSLSocket):
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class NotLeader(Exception):
+    """A leadership refusal (`LEADERSHIP_REFUSALS`): nothing was appended, and `leader` (None:
+    not said) may take the request."""
+
+    def __init__(self, code: ErrorCode, leader: int | None) -> None:
+        super().__init__(code.name)
+        self.code = code
+        self.leader = leader
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An attempt that certainly changed nothing and that another node may accept: its `fail`
+    completion, the leader the refusal named, and whether the node answered at all (then its
+    Metadata may name the leader)."""
+
+    outcome: Op
+    leader: int | None
+    answered: bool
 
 
 class ReferenceClient(Client):
@@ -126,7 +200,9 @@ class ReferenceClient(Client):
         self.addresses: dict[int, tuple[str, int]] = {}
         self.names: dict[int, str] = {}
         self.current = 0
-        self.conn: KafkaClient | None = None
+        # one connection per node asked, kept while the op moves between nodes (an election
+        # would otherwise cost a connection and a handshake per node per round)
+        self.conns: dict[int, KafkaClient] = {}
         # the node the client was opened at, and a connection of its own to it: a describe is
         # asked of this node whatever leader the other ops moved to
         self.home = 0
@@ -142,55 +218,114 @@ class ReferenceClient(Client):
             self.current = leader
 
     def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
         if self.home_conn is not None:
             self.home_conn.close()
             self.home_conn = None
 
     def _connection(self, timeout: float) -> KafkaClient:
-        if self.conn is None:
+        """The connection to the current node (a new one if the node closed the old)."""
+        conn = self.conns.get(self.current)
+        if conn is not None and _peer_closed(conn):
+            self._drop_connection()
+            conn = None
+        if conn is None:
             host, port = self.addresses[self.current]
-            self.conn = KafkaClient(host, port, client_id="kraft-harness", timeout=timeout,
-                                    ssl=self.ssl)
-        return self.conn
+            conn = KafkaClient(host, port, client_id="kraft-harness", timeout=timeout,
+                               ssl=self.ssl)
+            self.conns[self.current] = conn
+        return conn
 
-    def _move_to(self, leader: int | None) -> None:
-        """After a not-leader answer: to the named leader, else whom Metadata names, else on to
-        the next node (the one we asked may be cut off and know nothing)."""
-        if leader is None or leader == self.current or leader not in self.addresses:
-            leader = leader_of(self.addresses[self.current], timeout=0.5, ssl=self.ssl)
-        self.close()
-        if leader is not None and leader != self.current and leader in self.addresses:
-            self.current = leader
-        else:
-            self._rotate()
+    def _drop_connection(self) -> None:
+        conn = self.conns.pop(self.current, None)
+        if conn is not None:
+            conn.close()
 
     def invoke(self, op: Op, timeout: float) -> Op:
         if op["f"] == "describe":
             return self._describe(op, timeout)
-        node = self.names[self.current]
+        attempt = self._attempt_of(op)
+        if attempt is None:
+            return {**op, "type": "fail", "node": self.names[self.current],
+                    "error": f"unknown-f {op['f']}"}
+        deadline = time.monotonic() + timeout
+        tried: set[int] = set()
+        while True:
+            done = self._try(op, attempt, deadline)
+            if not isinstance(done, Refused):
+                return done
+            tried.add(self.current)
+            leader = done.leader
+            if leader is None and done.answered:
+                leader = self._leader_named_here(deadline)
+            if not self._move_on(leader, tried, deadline):
+                return done.outcome
+
+    def _attempt_of(self, op: Op) -> Callable[[float], Op] | None:
+        """One attempt of `op` at the current node, given the time it may take."""
         f = op["f"]
+        if f == "append":
+            return lambda timeout: self._append(op, timeout)
+        if f == "read" and "key" in op["value"]:
+            return lambda timeout: self._read_key(op, timeout)
+        if f == "read":
+            return lambda timeout: self._read(op, timeout)
+        if f in ("write", "cas"):
+            return lambda timeout: self._command(op, timeout)
+        return None
+
+    def _try(self, op: Op, attempt: Callable[[float], Op], deadline: float) -> Op | Refused:
+        """One attempt at the current node: its completion, or Refused when another node may
+        take the op."""
+        node = self.names[self.current]
         try:
-            if f == "append":
-                return {**self._append(op, timeout), "node": node}
-            if f == "read" and "key" in op["value"]:
-                return {**self._read_key(op, timeout), "node": node}
-            if f == "read":
-                return {**self._read(op, timeout), "node": node}
-            if f in ("write", "cas"):
-                return {**self._command(op, timeout), "node": node}
-            return {**op, "type": "fail", "node": node, "error": f"unknown-f {f}"}
+            # the handshake alone first, on a short leash: a node that cannot even take the
+            # request is left while there is time for another
+            self._connection(HANDSHAKE_S).api_versions(
+                min(HANDSHAKE_S, max(0.0, deadline - time.monotonic())))
+            return {**attempt(max(0.0, deadline - time.monotonic())), "node": node}
+        except NotLeader as refusal:
+            return Refused({**op, "type": "fail", "node": node, "error": error_name(refusal.code)},
+                           refusal.leader, answered=True)
         except WireError as exc:
-            self.close()
+            self._drop_connection()
             # a read has no effect, so even an unanswered one certainly changed nothing
             certain = exc.certainly_not_sent or op["f"] == "read"
-            if exc.certainly_not_sent:
-                # an unreachable node: try the others in turn
+            failed = {**op, "type": "fail" if certain else "info", "node": node,
+                      "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
+            return Refused(failed, None, answered=False) if certain else failed
+
+    def _leader_named_here(self, deadline: float) -> int | None:
+        """Who the current node, which just refused, says leads (None: it does not know)."""
+        timeout = min(HANDSHAKE_S, max(0.0, deadline - time.monotonic()))
+        try:
+            return _named_leader(self._connection(timeout), timeout)
+        except WireError:
+            self._drop_connection()
+            return None
+
+    def _move_on(self, leader: int | None, tried: set[int], deadline: float) -> bool:
+        """To the named leader unless this op tried it already (a follower names its dead
+        leader until it elects another), else to the next untried node; when every node has
+        refused, none leads yet: all of them again after a pause. False when no attempt fits
+        in the time left."""
+        if leader in self.addresses and leader not in tried:
+            self.current = leader
+        else:
+            ids = sorted(self.addresses)
+            start = ids.index(self.current)
+            untried = [n for n in ids[start + 1:] + ids[:start + 1] if n not in tried]
+            if untried:
+                self.current = untried[0]
+            else:
+                tried.clear()
                 self._rotate()
-            return {**op, "type": "fail" if certain else "info", "node": node,
-                    "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
+                pause = min(RETRY_BACKOFF_S, deadline - time.monotonic() - MIN_ATTEMPT_S)
+                if pause > 0:
+                    time.sleep(pause)
+        return deadline - time.monotonic() >= MIN_ATTEMPT_S
 
     def _describe(self, op: Op, timeout: float) -> Op:
         """The brokers as the client's own node sees them (never another node's view)."""
@@ -215,14 +350,15 @@ class ReferenceClient(Client):
         self.current = ids[(ids.index(self.current) + 1) % len(ids)]
 
     def _produce(self, records: bytes, timeout: float) -> Any:
-        """Produce one records blob; the partition's response (after leaving a node that says it
-        does not lead)."""
+        """Produce one records blob; the partition's response. NotLeader for a leadership
+        refusal (Produce up to v9 names no leader: Metadata will)."""
         response = self._connection(timeout).call(
             PRODUCE, lambda v: produce_request(v, records, timeout_ms=int(timeout * 1000)),
             timeout)
         part = response.responses[0].partition_responses[0]
-        if ErrorCode(int(part.error_code)) == ErrorCode.not_leader_or_follower:
-            self._move_to(None)
+        code = ErrorCode(int(part.error_code))
+        if code in LEADERSHIP_REFUSALS:
+            raise NotLeader(code, None)
         return part
 
     def _append(self, op: Op, timeout: float) -> Op:
@@ -291,16 +427,16 @@ class ReferenceClient(Client):
         return {**op, "type": "ok", "value": {"key": key, "value": image.get(key)}}
 
     def _fetch(self, start: int, topic: str, timeout: float) -> Any:
-        """A consumer Fetch of partition 0 of `topic` from `start`: the named partition's answer
-        (after moving to the leader a refusal names)."""
+        """A consumer Fetch of partition 0 of `topic` from `start`: the named partition's answer.
+        NotLeader, with the leader the answer names, for a leadership refusal."""
         response = self._connection(timeout).call(
             FETCH, lambda v: fetch_request(v, start, topic=topic, max_bytes=MAX_BYTES), timeout)
         part = _partition(response, topic)
         code = ErrorCode(int(part.error_code))
-        if code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+        if code in LEADERSHIP_REFUSALS:
             hint = getattr(part, "current_leader", None)
             leader = int(hint.leader_id) if hint is not None else -1
-            self._move_to(leader if leader >= 0 else None)
+            raise NotLeader(code, leader if leader >= 0 else None)
         return part
 
     def _log_start(self, part: Any, timeout: float) -> int | None:

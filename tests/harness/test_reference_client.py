@@ -1,41 +1,125 @@
 """The reference client's outcomes, against scripted Kafka answers (no node): kv writes, cas and
-reads, and the append read of a log whose prefix a snapshot replaced."""
+reads, the append read of a log whose prefix a snapshot replaced, and leader discovery within an
+operation (issue 18) on scripted nodes and a scripted clock; and, on a real local cluster (slow),
+appends across the kill of the leader."""
 
 from __future__ import annotations
 
 import json
+import socket
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from harness.targets.reference_client import KV_IMAGE, ReferenceClient, image_of
+from harness.backends.local import LocalBackend
+from harness.targets import reference_client
+from harness.targets.reference import ReferenceDB, ReferenceTarget
+from harness.targets.reference_client import (
+    KV_IMAGE,
+    MIN_ATTEMPT_S,
+    ReferenceClient,
+    _peer_closed,
+    image_of,
+)
+from nemesis.base import Env
 from reference_node.raft.image import decode_command
-from reference_node.wire import FETCH, LIST_OFFSETS, METADATA_TOPIC, PRODUCE, RequestTimeout
+from reference_node.wire import (
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    METADATA_TOPIC,
+    PRODUCE,
+    ConnectFailed,
+    ConnectionClosed,
+    KafkaClient,
+    RequestTimeout,
+)
 from reference_node.wire.apis import CLIENT_APIS
 from reference_node.wire.records import build_batch, encode_value, parse_batches
+from testkit.targets import deployed, wait_for_leader
 
 Op = dict[str, Any]
+START = 1000.0
+
+
+class Clock:
+    """The client's time in the scripted tests: only sleeping and timing out move it."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+
+CLOCK = Clock()
 
 
 class Conn:
-    """A KafkaClient that answers from a script and keeps what it was asked."""
+    """A KafkaClient that answers from a script and keeps what it was asked (and when); a node
+    that is `down` refuses connections. A scripted RequestTimeout takes the call's whole time."""
 
-    def __init__(self, *answers: Any) -> None:
+    def __init__(self, *answers: Any, down: bool = False) -> None:
         self.answers = list(answers)
+        self.down = down
         self.sent: list[tuple[int, Any]] = []
+        self.sent_at: list[float] = []
 
     def call(self, api_key: int, build: Callable[[int], Any], timeout: float) -> Any:
         self.sent.append((api_key, build(CLIENT_APIS[api_key].max)))
+        self.sent_at.append(CLOCK.now)
+        CLOCK.now += 0.001
         answer = self.answers.pop(0)
+        if isinstance(answer, RequestTimeout):
+            CLOCK.now += timeout
         if isinstance(answer, Exception):
             raise answer
         return answer
 
+    def api_versions(self, timeout: float | None = None) -> dict[int, Any]:
+        CLOCK.now += 0.001
+        if self.down:
+            raise ConnectFailed("connection refused")
+        return {}
+
+    def apis(self) -> list[int]:
+        return [api for api, _ in self.sent]
+
     def close(self) -> None:
         pass
+
+
+@pytest.fixture(autouse=True)
+def scripted_world(request: pytest.FixtureRequest,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted clock, and no real connection: one the test did not script is refused.
+    Not for the slow tests, which speak to real nodes."""
+    if request.node.get_closest_marker("slow"):
+        return
+    CLOCK.now = START
+    monkeypatch.setattr(reference_client, "time", CLOCK)
+    monkeypatch.setattr(reference_client, "KafkaClient",
+                        lambda *args, **kwargs: Conn(down=True))
+
+
+def _cluster(monkeypatch: pytest.MonkeyPatch, nodes: dict[int, Conn], at: int) -> ReferenceClient:
+    """A client at node `at` of scripted nodes (each connection to node i speaks to nodes[i])."""
+    client = ReferenceClient()
+    client.names = {i: f"n{i}" for i in nodes}
+    client.addresses = {i: ("127.0.0.1", 9000 + i) for i in nodes}
+    client.current = at
+    monkeypatch.setattr(reference_client, "KafkaClient",
+                        lambda host, port, **kwargs: nodes[port - 9000])
+    return client
 
 
 def _client(conn: Conn) -> ReferenceClient:
@@ -43,7 +127,7 @@ def _client(conn: Conn) -> ReferenceClient:
     client.names = {1: "n1"}
     client.addresses = {1: ("127.0.0.1", 1)}
     client.current = 1
-    client.conn = conn  # type: ignore[assignment]
+    client.conns = {1: conn}  # type: ignore[dict-item]
     return client
 
 
@@ -58,6 +142,19 @@ def _fetched(topic: str = METADATA_TOPIC, code: ErrorCode = ErrorCode.none, hw: 
                            log_start_offset=log_start,
                            current_leader=SimpleNamespace(leader_id=-1, leader_epoch=-1))
     return SimpleNamespace(responses=[SimpleNamespace(topic=topic, partitions=[part])])
+
+
+def _leads(leader: int | None) -> Any:
+    """A Metadata answer naming `leader` (None: the node knows no leader)."""
+    part = SimpleNamespace(leader_id=-1 if leader is None else leader)
+    return SimpleNamespace(topics=[SimpleNamespace(partitions=[part])])
+
+
+def _not_leader(hint: int | None = None) -> Any:
+    """A Fetch refused with NOT_LEADER_OR_FOLLOWER, naming `hint` as the leader."""
+    answer = _fetched(code=ErrorCode.not_leader_or_follower)
+    answer.responses[0].partitions[0].current_leader.leader_id = -1 if hint is None else hint
+    return answer
 
 
 def _listed(offset: int, code: ErrorCode = ErrorCode.none) -> Any:
@@ -184,3 +281,142 @@ def test_the_log_start_moving_again_is_retried_only_once() -> None:
     done = _client(conn).invoke(_op("read", **{"from": 0}), 1.0)
     assert done["type"] == "fail" and done["error"] == "offset-out-of-range"
     assert len(conn.sent) == 2
+
+
+# --- leader discovery within an operation (issue 18) -------------------------------------------
+
+
+def _appended_values(conn: Conn) -> list[int]:
+    values = []
+    for api, request in conn.sent:
+        if api == PRODUCE:
+            records = request.topic_data[0].partition_data[0].records
+            values += [int(v) for batch in parse_batches(records) for _, _, v in batch.records
+                       if v is not None]
+    return values
+
+
+def test_a_refused_append_is_answered_by_the_leader_metadata_names_in_the_same_op(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    follower = Conn(_produced(ErrorCode.not_leader_or_follower), _leads(2))
+    leader = Conn(_produced())
+    client = _cluster(monkeypatch, {1: follower, 2: leader, 3: Conn(down=True)}, at=1)
+    done = client.invoke(_op("append", value=5), 1.5)
+    assert done["type"] == "ok" and done["node"] == "n2"
+    assert done["value"] == {"value": 5, "offset": 7}
+    assert follower.apis() == [PRODUCE, METADATA] and leader.apis() == [PRODUCE]
+    assert client.current == 2  # the next op starts at the leader
+
+
+def test_after_the_leader_dies_an_append_waits_out_the_election_within_its_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = _produced(ErrorCode.not_leader_or_follower)
+    dead = Conn(down=True)
+    # round 1: both followers still name the dead leader; round 2: candidates, no leader known;
+    # round 3: n2 leads
+    n2 = Conn(refused, _leads(1), refused, _leads(None), _produced())
+    n3 = Conn(refused, _leads(1), refused, _leads(None))
+    client = _cluster(monkeypatch, {1: dead, 2: n2, 3: n3}, at=1)
+    done = client.invoke(_op("append", value=5), 1.5)
+    assert done["type"] == "ok" and done["node"] == "n2"
+    assert CLOCK.now - START < 1.5
+    # the same op every time, appended only where it was not refused
+    assert _appended_values(n2) == [5, 5, 5] and _appended_values(n3) == [5, 5]
+
+
+def test_a_refused_read_goes_where_the_refusal_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    follower = Conn(_not_leader(hint=3))
+    leader = Conn(_fetched(hw=1, records=_log(0, [100])))
+    client = _cluster(monkeypatch, {1: follower, 2: Conn(), 3: leader}, at=1)
+    done = client.invoke(_op("read", **{"from": 0}), 1.5)
+    assert done["type"] == "ok" and done["node"] == "n3"
+    assert done["value"]["records"] == [[0, 100]]
+    assert follower.apis() == [FETCH]  # no Metadata: the refusal named the leader
+
+
+def test_a_read_is_asked_again_after_any_wire_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = Conn(ConnectionClosed("closed the connection"))
+    leader = Conn(_fetched(hw=1, records=_log(0, [100])))
+    client = _cluster(monkeypatch, {1: lost, 2: leader}, at=1)
+    done = client.invoke(_op("read", **{"from": 0}), 1.5)
+    assert done["type"] == "ok" and done["node"] == "n2"
+
+
+@pytest.mark.parametrize("answer", [
+    ConnectionClosed("closed the connection"),  # sent, then the connection died
+    _produced(ErrorCode.request_timed_out),  # appended, not known to commit
+])
+def test_an_append_whose_outcome_is_unknown_is_never_sent_again(
+        monkeypatch: pytest.MonkeyPatch, answer: Any) -> None:
+    first, other = Conn(answer), Conn(_produced())
+    client = _cluster(monkeypatch, {1: first, 2: other}, at=1)
+    done = client.invoke(_op("append", value=5), 1.5)
+    assert done["type"] == "info" and done["node"] == "n1"
+    assert first.apis() == [PRODUCE] and other.sent == []
+
+
+def test_an_op_refused_everywhere_fails_and_starts_no_attempt_it_has_no_time_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refusing() -> Conn:
+        return Conn(*[_produced(ErrorCode.not_leader_or_follower), _leads(None)] * 50)
+
+    nodes = {1: Conn(down=True), 2: refusing(), 3: refusing()}
+    client = _cluster(monkeypatch, nodes, at=1)
+    done = client.invoke(_op("append", value=5), 1.0)
+    assert done["type"] == "fail" and done["error"] in ("not-leader", "connect-failed")
+    produced_at = [t for conn in nodes.values()
+                   for (api, _), t in zip(conn.sent, conn.sent_at, strict=True) if api == PRODUCE]
+    assert len(produced_at) > 2  # asked again after a pause, not given up after one round
+    assert max(produced_at) <= START + 1.0 - MIN_ATTEMPT_S
+
+
+def test_an_idle_connection_the_node_closed_is_seen_before_a_request_is_written() -> None:
+    ours, theirs = socket.socketpair()
+    conn = KafkaClient("127.0.0.1", 1)
+    conn._sock = ours
+    try:
+        assert not _peer_closed(conn)
+        theirs.close()  # the node's process died
+        assert _peer_closed(conn)
+    finally:
+        conn.close()
+
+
+# --- on a real cluster --------------------------------------------------------------------------
+
+NODES = ["n1", "n2", "n3"]
+
+
+def _wait_for_leader(backend: LocalBackend, db: ReferenceDB) -> str:
+    return wait_for_leader(Env(backend, db, NODES))
+
+
+@pytest.mark.slow
+def test_after_the_leader_is_killed_its_clients_appends_are_answered_by_the_new_leader(
+        tmp_path: Path) -> None:
+    with deployed(ReferenceTarget(), ReferenceDB, NODES, "reference-client-kill",
+                  tmp_path) as (backend, db):
+        leader = _wait_for_leader(backend, db)
+        clients = [ReferenceTarget().client() for _ in NODES]
+        for i, (client, node) in enumerate(zip(clients, NODES, strict=True)):
+            client.open(backend, NODES, node)
+            # each now holds an idle connection to the leader
+            assert client.invoke(_op("append", value=i + 1), 10.0)["type"] == "ok"
+        db.kill(backend, leader)
+
+        def append(i: int) -> Op:
+            return clients[i].invoke(_op("append", value=100 + i), 10.0)
+
+        with ThreadPoolExecutor(len(clients)) as pool:
+            after = list(pool.map(append, range(len(clients))))
+        assert [done["type"] for done in after] == ["ok"] * len(clients), after
+        assert all(done["node"] != leader for done in after)
+        read = clients[0].invoke(_op("read", **{"from": 0}), 10.0)
+        for client in clients:
+            client.close()
+    assert read["type"] == "ok", read
+    # (None: a record that is no append, the new leader's epoch start)
+    logged = Counter(value for _, value in read["value"]["records"] if value is not None)
+    assert all(count == 1 for count in logged.values()), logged  # nothing appended twice
+    assert all([done["value"]["offset"], done["value"]["value"]] in read["value"]["records"]
+               for done in after)

@@ -19,7 +19,7 @@ from harness.backends.local import LocalBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
 from nemesis.base import Env
 from nemesis.lagging import LaggingFollower
-from testkit.targets import deployed
+from testkit.targets import deployed, wait_for_leader
 
 pytestmark = pytest.mark.slow
 NODES = ["n1", "n2", "n3"]
@@ -38,12 +38,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBac
 
 
 def _leader(env: Env) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if (leader := env.leader()) is not None:
-            return leader
-        time.sleep(0.2)
-    raise AssertionError("no leader")
+    return wait_for_leader(env)
 
 
 def _client(backend: LocalBackend, node: str) -> Client:

@@ -12,7 +12,7 @@ import pytest
 from harness.backends.local import LocalBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
 from nemesis.base import Env
-from testkit.targets import deployed
+from testkit.targets import deployed, wait_for_leader
 
 pytestmark = pytest.mark.slow
 NODES = ["n1", "n2", "n3"]
@@ -26,13 +26,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalBac
 
 
 def _leader(backend: LocalBackend, db: ReferenceDB) -> str:
-    env = Env(backend, db, NODES)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if (leader := env.leader()) is not None:
-            return leader
-        time.sleep(0.2)
-    raise AssertionError("no leader")
+    return wait_for_leader(Env(backend, db, NODES))
 
 
 def _op(f: str, value: dict[str, int], process: int = 0) -> dict[str, object]:
@@ -60,7 +54,7 @@ def test_append_then_read_from_any_starting_node(cluster: tuple[LocalBackend, Re
     client.close()
 
 
-def test_a_killed_leader_gives_fail_then_the_client_finds_the_new_one(
+def test_a_killed_leader_is_left_for_the_new_one(
         cluster: tuple[LocalBackend, ReferenceDB], tmp_path: Path) -> None:
     backend, db = cluster
     leader = _leader(backend, db)
@@ -68,7 +62,11 @@ def test_a_killed_leader_gives_fail_then_the_client_finds_the_new_one(
     client.open(backend, NODES, leader)
     db.kill(backend, leader)
     first = client.invoke(_op("append", {"value": 2002}), 2.0)
-    assert first["type"] == "fail" and first["node"] == leader  # refused: nothing was sent
+    # Refused at the dead leader (nothing was sent): tried again at the others within its
+    # timeout, so it ends ok at a new leader or failed where it was last refused; never unknown.
+    assert first["type"] in ("ok", "fail"), first
+    if first["type"] == "ok":
+        assert first["node"] != leader
     outcomes: list[object] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
