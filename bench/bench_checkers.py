@@ -1,6 +1,9 @@
 """How fast the checkers are: prints figures, asserts nothing.
 
     python bench/bench_checkers.py [--sizes 10000,100000,1000000] [--register 100]
+                                   [--append-reads 1000000]
+
+With none of the three, all three run at these defaults; with any, only those given.
 
 Append histories: N operations (each an invoke and a completion, so 2N lines) by 10 concurrent
 processes against a correct log, ~10% of them indeterminate (info; ~60% of those appends land),
@@ -11,16 +14,32 @@ and its ratio to n log n, which should stay roughly flat.
 Register histories: 200 operations by 20 processes on one register, 15% timing out (info), checked
 with the Wing-Gong-Lowe search under its default budget; besides the times, the states the search
 explored (the budget's unit, the same on any machine).
+
+`kraft check` on a stored history (issue 18): the same append workload written to a history.jsonl
+as the harness writes it, with reads of the last 1 to 50 offsets (`--read-window`): at 10^6
+operations, 2x10^6 lines and 500 MB (`--read-window 18`: 380 MB). Timed in a fresh interpreter,
+end to end: reading and validating the history, then the checks; with the peak RSS.
+
+    python bench/bench_checkers.py --append-reads 1000000 [--read-window 50] [--history PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
+import json
 import math
 import random
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import checkers
@@ -30,18 +49,27 @@ Op = dict[str, Any]
 
 
 def append_history(n: int, seed: int = 1, concurrency: int = 10) -> list[Op]:
-    rng = random.Random(seed)
     history: list[Op] = []
-    log: list[int | None] = []
-    pending: list[tuple[int, Op, Any]] = []  # (process, invoke, completion value or None)
-    free = list(range(concurrency))
-    next_process = concurrency
-    nodes = ("n1", "n2", "n3")
 
     def add(op: Op) -> None:
         op["index"] = len(history)
         op["time"] = len(history) * 100_000
         history.append(op)
+
+    append_ops(add, n, seed, concurrency, window=20)
+    return history
+
+
+def append_ops(add: Callable[[Op], None], n: int, seed: int, concurrency: int,
+               window: int) -> None:
+    """The ops of an append history, in order, to `add` (which stamps index and time): reads
+    return the last 1 to `window` - 1 offsets of the log as it is when they are invoked."""
+    rng = random.Random(seed)
+    log: list[int | None] = []
+    pending: list[tuple[int, Op, Any]] = []  # (process, invoke, completion value or None)
+    free = list(range(concurrency))
+    next_process = concurrency
+    nodes = ("n1", "n2", "n3")
 
     def complete(process: int, invoke: Op, result: Any, indeterminate: bool) -> None:
         nonlocal next_process
@@ -78,7 +106,7 @@ def append_history(n: int, seed: int = 1, concurrency: int = 10) -> list[Op]:
             else:
                 result = None
         else:
-            start = max(0, len(log) - rng.randrange(1, 20))
+            start = max(0, len(log) - rng.randrange(1, window))
             invoke = {"process": process, "type": "invoke", "f": "read", "value": {"from": start},
                       "node": node}
             add(invoke)
@@ -90,7 +118,6 @@ def append_history(n: int, seed: int = 1, concurrency: int = 10) -> list[Op]:
     for i, node in enumerate(nodes):
         add({"process": next_process + i, "type": "invoke", "f": "read", "value": {"from": 0}, "node": node})
         add({"process": next_process + i, "type": "ok", "f": "read", "value": whole, "node": node})
-    return history
 
 
 def register_history(seed: int, ops: int = 200, processes: int = 20, timeouts: float = 0.15) -> list[Op]:
@@ -185,16 +212,120 @@ def bench_register(count: int) -> None:
           f"{linearizable.DEFAULT_MAX_STATES:,}; {sum(states) / sum(cpu):,.0f} states per cpu second")
 
 
+def write_append_history(path: Path, n: int, window: int, seed: int = 1) -> None:
+    """An append history of N operations written to `path` line by line as the harness writes it
+    (`json.dumps`, index and time first), never held whole: reads return up to `window` records."""
+    with open(path, "w", encoding="utf-8") as out:
+        index = 0
+
+        def add(op: Op) -> None:
+            nonlocal index
+            out.write(json.dumps({"index": index, "time": index * 100_000, **op}) + "\n")
+            index += 1
+
+        append_ops(add, n, seed, concurrency=10, window=window + 1)
+
+
+def bench_append_file(n: int, window: int, keep: Path | None) -> None:
+    """`kraft check` on a stored history.jsonl of N append operations, in a fresh interpreter (so
+    that its peak RSS is the check's alone): `checkers.cli.main`, with its history load timed."""
+    print(f"\nkraft check on a history.jsonl of {n} append operations (2N lines), reads of up to "
+          f"{window} records")
+    with tempfile.TemporaryDirectory(prefix="bench-checkers-") as scratch:
+        path = keep if keep is not None else Path(scratch) / "history.jsonl"
+        if path.exists():
+            print(f"reusing {path}")
+        else:
+            began = time.perf_counter()
+            write_append_history(path, n, window)
+            print(f"generated {path} in {time.perf_counter() - began:.1f} s")
+        lines, records = _count(path)  # also brings the file into the page cache, as for a re-check
+        print(f"{path.stat().st_size / 1e6:.0f} MB, {lines} lines, {records} read records")
+        began = time.perf_counter()
+        child = subprocess.run([sys.executable, __file__, "--check-file", str(path)],
+                               capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - began
+    if child.returncode != 0:
+        print(child.stdout, child.stderr, sep="\n")
+        raise SystemExit(f"the check process failed ({child.returncode})")
+    got = json.loads(child.stdout.splitlines()[-1])
+    print(f"{'':>7} {'load s':>7} {'check s':>8} {'total s':>8} {'peak RSS MB':>12} "
+          f"{'process s':>10}  verdict")
+    print(f"{'wall':>7} {got['load']:>7.2f} {got['total'] - got['load']:>8.2f} {got['total']:>8.2f} "
+          f"{got['maxrss_kb'] / 1024:>12.0f} {wall:>10.2f}  {got['verdict']}")
+    print(f"{'cpu':>7} {got['load_cpu']:>7.2f} {got['cpu'] - got['load_cpu']:>8.2f} "
+          f"{got['cpu']:>8.2f}")
+    print("(load: checkers.history.load; check: the rest of checkers.cli.main: compose.check, the "
+          "summary, results.json and freeing the history; cpu: process_time, which other load on "
+          "the machine spares; peak RSS: the check process's getrusage ru_maxrss; process: its "
+          "wall time with the interpreter's start and imports, as `kraft check` takes)")
+
+
+def _count(path: Path) -> tuple[int, int]:
+    """Lines, and records of the reads, of a stored history."""
+    lines = records = 0
+    with open(path, encoding="utf-8") as stored:
+        for text in stored:
+            lines += 1
+            if '"records": [[' in text:
+                records += text.count("], [") + 1
+    return lines, records
+
+
+def check_file(path: Path) -> None:
+    """The child of `bench_append_file`: `kraft check --no-plots PATH` in process; prints its
+    figures as one JSON line."""
+    from checkers import cli
+
+    timed: dict[str, float] = {}
+    load = cli.load_history
+
+    def timed_load(where: Path | str) -> list[Op]:
+        began, began_cpu = time.perf_counter(), time.process_time()
+        history = load(where)
+        timed["load"], timed["load_cpu"] = (time.perf_counter() - began,
+                                            time.process_time() - began_cpu)
+        return history
+
+    cli.load_history = timed_load  # type: ignore[assignment]  # times what kraft check calls
+    began, began_cpu = time.perf_counter(), time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main([str(path), "--no-plots"])
+    total, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+    verdict = {cli.EXIT_VALID: True, cli.EXIT_INVALID: False}.get(code, f"exit {code}")
+    print(json.dumps({**timed, "total": total, "cpu": cpu, "verdict": verdict,
+                      "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--register", type=int, default=100, metavar="COUNT")
+    # With none of these three, all three run with their defaults; with any, only those given.
+    parser.add_argument("--sizes", help="in-memory append histories (default 10000,100000,1000000)")
+    parser.add_argument("--register", type=int, metavar="COUNT",
+                        help="register histories (default 100)")
+    parser.add_argument("--append-reads", type=int, metavar="N",
+                        help="kraft check on a stored append history of N operations (default "
+                             "1000000)")
+    parser.add_argument("--read-window", type=int, default=50, metavar="W",
+                        help="the most records a read of that history returns (default 50)")
+    parser.add_argument("--history", type=Path, metavar="PATH",
+                        help="where to write that history, kept for later runs (reused if there)")
+    parser.add_argument("--check-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.check_file is not None:
+        check_file(args.check_file)
+        return
+    chosen = args.sizes is not None or args.register is not None or args.append_reads is not None
+    sizes_text = args.sizes if args.sizes is not None else "" if chosen else "10000,100000,1000000"
+    sizes = [int(s) for s in sizes_text.split(",") if s]
+    register = args.register if args.register is not None else 0 if chosen else 100
+    append_reads = args.append_reads if args.append_reads is not None else 0 if chosen else 1_000_000
     if sizes:
         bench_append(sizes)
-    if args.register:
-        bench_register(args.register)
+    if register:
+        bench_register(register)
+    if append_reads:
+        bench_append_file(append_reads, args.read_window, args.history)
 
 
 if __name__ == "__main__":

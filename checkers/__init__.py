@@ -19,8 +19,9 @@ checker that raises is unknown, never a pass.
 
 Nothing here writes files except `perf.render` and `cli` (`kraft check`); everything else is pure,
 so the same code runs at the end of `kraft test`, in `kraft check` and on Spark. A verdict depends
-on the run alone, never on the machine: no clock, no timings in the results; the one touch of
-interpreter state (`cyclic_gc`) is undone when the check ends. `history` (the format) and `faults`
+on the run alone, never on the machine: no clock, no timings in the results; the touches of
+interpreter state are in `cyclic_gc` (the collector paused during a check, undone when it ends;
+a read history moved to the oldest generation). `history` (the format) and `faults`
 (the fault windows) are also what `kraft analyze` reads runs with.
 """
 

@@ -5,17 +5,28 @@ A checker can only be as right as the history it reads, so a malformed history i
 line that is wrong and why, instead of being half-understood. `read` reports that problem as a value
 (the pipeline skips such a run and says why); `load` raises it (`kraft check` exits 64). `pairs`
 matches each client invoke with its completion, which every checker needs.
+
+A line is JSON as `json.loads` reads it, and the values are its values: that is the format, whatever
+reads it. Reading is most of what `kraft check` spends on a long history (10^6 operations are 2x10^6
+lines, 400 MB), so lines are decoded by msgspec (a dependency; without it the standard library reads
+them all, slower) and each op is validated as it is decoded, never held twice. msgspec reads a
+subset of what json.loads reads, to the same values; a line it refuses is read again by json.loads,
+which has the last word. So NaN, Infinity and -Infinity (which the harness's json.dumps writes for
+such floats), numbers beyond a double's range (infinities) and lone surrogate escapes are accepted
+as they always were, and integers of any size keep their value (orjson, which turns integers beyond
+64 bits into floats, would not do).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from checkers import cyclic_gc
 from contracts.history import NEMESIS, Op
 
 FIELDS = frozenset(
@@ -58,57 +69,176 @@ def load(path: Path | str) -> list[Op]:
 def read(path: Path | str) -> Read:
     """Read and validate a history file, returning what is wrong instead of raising it. Every line
     is read, so that `lines` counts them all; a file that is not UTF-8 raises UnicodeDecodeError."""
-    ops: list[Any] = []
-    lines: list[int] = []
-    bad_json: HistoryError | None = None
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         return Read(0, [], HistoryError(0, f"cannot read history: {exc.strerror}", path))
-    with handle:
-        try:
-            for lineno, text in enumerate(handle, 1):
-                value = decode(text)
-                if value is BLANK:
-                    continue
-                if value is NOT_JSON and bad_json is None:
-                    bad_json = HistoryError(lineno, _json_problem(text), path)
-                ops.append(value)
-                lines.append(lineno)
-        except UnicodeDecodeError:
-            if bad_json is None:
-                raise
-    if bad_json is not None:
-        return Read(len(ops), [], bad_json)
+    # The decoder makes a few objects per record, tens of millions in a long history, which form
+    # no cycles and live until the verdict: the collector would only scan them again and again
+    # (with it on, reading 10^6 operations spent over half of its 33 s in the collector).
+    with handle, cyclic_gc.paused():
+        found = _read_lines(handle, path)
+        cyclic_gc.to_oldest_generation()
+    return found
+
+
+def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
+    """Each op is validated as it is decoded, so that the history is held once. A line that is
+    not JSON outranks any problem of an earlier op (JSON is the first thing the format asks for):
+    after a problem, lines are still decoded, but no longer kept.
+
+    The common op (a client or nemesis op without `final`, `wall` or a structured error, in its
+    place among its process's invokes and completions) is recognised here, inline, since this loop
+    runs for every line of histories of millions; it passes only what `_Rules.check` passes. Any
+    other op, and any line msgspec refused, goes to `_Rules.check`, which has the last word and
+    the messages."""
+    ops: list[Op] = []
+    keep = ops.append
+    count = 0  # non-blank lines so far
+    bad_json: HistoryError | None = None  # the first line that is not JSON
+    invalid: HistoryError | None = None  # the first op that breaks a rule of the format
+    crash: Exception | None = None  # what the rules raised instead of saying what is wrong
+    spoiled = False  # either is set: the ops are no longer kept
+    rules = _Rules()
+    pending, retired = rules.pending, rules.retired
+    loads, unusual, types = _DECODER.loads, _UNUSUAL, TYPES
+    fields = None if _DECODER.checks_fields else FIELDS
     try:
-        validate(ops, lines)
-    except HistoryError as exc:
-        return Read(len(ops), [], HistoryError(exc.line, exc.message, path))
-    return Read(len(ops), ops, None)
+        for lineno, text in enumerate(handle, 1):
+            try:
+                op = loads(text)
+                common = True
+            except unusual:  # read by json.loads, and judged by the rules alone
+                op = _decode_exactly(text)
+                if op is BLANK:
+                    continue
+                if op is NOT_JSON and bad_json is None:
+                    bad_json = HistoryError(lineno, _json_problem(text), path)
+                    spoiled = True
+                    ops.clear()
+                common = False
+            position = count
+            count += 1
+            if spoiled:
+                continue
+            if common:
+                try:
+                    index, time, process, type_, f = (op["index"], op["time"], op["process"],
+                                                      op["type"], op["f"])
+                    node, error = op.get("node"), op.get("error")
+                    common = (type(index) is int and index == position and type(time) is int
+                              and time >= 0 and type(type_) is str and type_ in types
+                              and type(f) is str and f != ""
+                              and (fields is None or op.keys() <= fields)
+                              and (node is None or type(node) is str or type(node) is int)
+                              and (error is None or (type(error) is str and type_ != "invoke"))
+                              and "final" not in op and "wall" not in op)
+                except (KeyError, TypeError):  # not an object, or a field missing
+                    common = False
+            if common:
+                if type(process) is not int:
+                    common = process == NEMESIS
+                elif type_ == "invoke":
+                    if process in pending or process in retired:
+                        common = False
+                    else:
+                        pending[process] = (lineno, f)
+                else:
+                    started = pending.get(process)
+                    if started is None or started[1] != f:
+                        common = False
+                    else:
+                        del pending[process]
+                        if type_ == "info":
+                            retired[process] = lineno
+            if common:
+                keep(op)
+                continue
+            try:
+                problem = rules.check(op, position, lineno)
+            except Exception as exc:  # raised below, unless a line is not JSON
+                crash, spoiled = exc, True
+                ops.clear()
+                continue
+            if problem is None:
+                keep(op)
+            else:
+                invalid = HistoryError(lineno, problem, path)
+                spoiled = True
+                ops.clear()
+    except UnicodeDecodeError:
+        if bad_json is None:
+            raise
+    if crash is not None and bad_json is None:
+        # e.g. a `type` that is a list: the rules fail on it as they always have, but only
+        # once every line is known to be JSON, as when the whole file was decoded first
+        raise crash
+    return Read(count, ops, bad_json or invalid)
 
 
-_raw_decode = json.JSONDecoder().raw_decode
-_JSON_SPACE = " \t\n\r"
 BLANK = object()  # what `decode` returns for a blank line
 NOT_JSON = object()  # what `decode` returns for a line that is not JSON
+_JSON_SPACE = " \t\n\r"
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _stdlib_loads(text: str) -> Any:
+    """A JSON value at the start of the line, followed by JSON whitespace only, read without
+    json.loads' wrapper (a third of the cost of reading a history); ValueError for anything else,
+    which `_decode_exactly` then reads as json.loads does."""
+    value, end = _raw_decode(text)
+    if end == len(text) or not text[end:].strip(_JSON_SPACE):
+        return value
+    raise ValueError("not one JSON value alone on its line")
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoder:
+    """How a line is read when it is not unusual: `loads` raises ValueError or RecursionError
+    for any other, which json.loads then reads. `checks_fields`: whether `loads` refuses an object
+    with a field the format does not know (then the loop need not look)."""
+
+    loads: Callable[[str], Any]
+    checks_fields: bool
+
+
+def _decoder() -> _Decoder:
+    """msgspec's JSON decoder when it is installed (pyproject's dependencies), else the standard
+    library's, slower. msgspec is told that a line is an object of the known fields, which it
+    checks as it reads the keys; any other line is unusual."""
+    try:
+        import msgspec
+    except ImportError:
+        return _Decoder(_stdlib_loads, checks_fields=False)
+    known = Literal[tuple(sorted(FIELDS))]  # type: ignore[valid-type]
+    decoder = msgspec.json.Decoder(dict[known, Any])  # type: ignore[valid-type]
+    return _Decoder(decoder.decode, checks_fields=True)
+
+
+# Lines that the decoder refuses go to json.loads, which has the last word: msgspec reads a subset
+# of what json.loads reads (not NaN, Infinity, numbers beyond a double's range, lone surrogate
+# escapes) and reads it to the same values (integers of any size, floats to the nearest double, the
+# last of duplicate keys), so the accepted histories and their values are json.loads' own
+# (tests/checkers/test_check_history.py). msgspec's errors are ValueErrors.
+_DECODER = _decoder()
+_UNUSUAL = (ValueError, RecursionError)  # RecursionError: nested too deep
 
 
 def decode(text: str) -> object:
     """One line as JSON exactly as json.loads reads it, BLANK for a blank line, NOT_JSON when it is
-    not JSON. A JSON value at the start of the line, followed by JSON whitespace only, is read
-    without json.loads' wrapper (a third of the cost of reading a history); anything else is
-    left to json.loads."""
+    not JSON: by the fast decoder when it can, else by json.loads."""
     try:
-        value, end = _raw_decode(text)
-        if end == len(text) or not text[end:].strip(_JSON_SPACE):
-            return value
-    except (ValueError, RecursionError):
-        pass
+        return _DECODER.loads(text)
+    except _UNUSUAL:
+        return _decode_exactly(text)
+
+
+def _decode_exactly(text: str) -> object:
     if not text.strip():
         return BLANK
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested too deep
+    except (ValueError, RecursionError):
         return NOT_JSON
 
 
@@ -124,48 +254,53 @@ def _json_problem(text: str) -> str:
 
 def validate(history: list[Op], lines: list[int] | None = None) -> None:
     """Check fields, types, indices and invoke/completion pairing; raises HistoryError."""
-
-    def line_of(position: int) -> int:
-        return lines[position] if lines is not None else position + 1
-
-    pending: dict[Any, int] = {}
-    retired: dict[Any, int] = {}
+    rules = _Rules()
     for position, op in enumerate(history):
-        problem = _field_problem(op, position)
-        if problem:
-            raise HistoryError(line_of(position), problem)
-        process, type_ = op["process"], op["type"]
-        if process == NEMESIS:
-            continue
-        if type_ == "invoke":
-            if process in pending:
-                raise HistoryError(
-                    line_of(position),
-                    f"process {process} invokes again while its invoke on line "
-                    f"{line_of(pending[process])} has no completion",
-                )
-            if process in retired:
-                raise HistoryError(
-                    line_of(position),
-                    f"process {process} invokes again after its info completion on line "
-                    f"{line_of(retired[process])} (a process that ends info is retired)",
-                )
-            pending[process] = position
-            continue
-        started = pending.pop(process, None)
-        if started is None:
-            raise HistoryError(line_of(position), f"{type_} completion of process {process} with no invoke")
-        if history[started]["f"] != op["f"]:
-            raise HistoryError(
-                line_of(position),
-                f"completion f {op['f']!r} does not match invoke f {history[started]['f']!r} "
-                f"on line {line_of(started)}",
-            )
-        if type_ == "info":
-            retired[process] = position
+        line = lines[position] if lines is not None else position + 1
+        problem = rules.check(op, position, line)
+        if problem is not None:
+            raise HistoryError(line, problem)
     # An invoke left without a completion is its process's last op (any later op of the process
     # is refused above): the history ends before the op did, as when a run is interrupted. Its
     # outcome is unknown, like an `info` completion's (Jepsen's indeterminate op): see `open_invokes`.
+
+
+class _Rules:
+    """The format's rules for one op after another: its fields, then its place in its process's
+    invoke/completion pairs. `check` says what is wrong with the op at `position` (on `line`)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, tuple[int, Any]] = {}  # process -> (line, f) of its open invoke
+        self.retired: dict[Any, int] = {}  # process -> line of its info completion
+
+    def check(self, op: Any, position: int, line: int) -> str | None:
+        problem = _field_problem(op, position)
+        if problem:
+            return problem
+        process, type_ = op["process"], op["type"]
+        if process == NEMESIS:
+            return None
+        if type_ == "invoke":
+            if process in self.pending or process in self.retired:
+                return self._invokes_again(process)
+            self.pending[process] = (line, op["f"])
+            return None
+        started = self.pending.pop(process, None)
+        if started is None:
+            return f"{type_} completion of process {process} with no invoke"
+        if started[1] != op["f"]:
+            return (f"completion f {op['f']!r} does not match invoke f {started[1]!r} on line "
+                    f"{started[0]}")
+        if type_ == "info":
+            self.retired[process] = line
+        return None
+
+    def _invokes_again(self, process: Any) -> str:
+        if process in self.pending:
+            return (f"process {process} invokes again while its invoke on line "
+                    f"{self.pending[process][0]} has no completion")
+        return (f"process {process} invokes again after its info completion on line "
+                f"{self.retired[process]} (a process that ends info is retired)")
 
 
 def _field_problem(op: Any, position: int) -> str | None:
