@@ -1,16 +1,21 @@
 """Benchmark of the reference node: a 3-node loopback cluster of real processes, fsync on.
 
-    python bench/bench_node.py [--seconds 5] [--concurrency 1,8,64]
+    python bench/bench_node.py [--seconds 5] [--concurrency 1,8,64,256] [--linger-ms 25]
 
 Measures committed appends per second and p50/p99 commit latency (Produce acks=-1 of one record,
-from send to answer) with 1, 8 and 64 concurrent producers, each with one request in flight,
-then the time from SIGKILL of the leader to the first newly committed append.
+from send to answer) with 1, 8, 64 and 256 concurrent producers, each with one request in flight,
+with the nodes' CPU (the three processes' CPU seconds per wall second) and their largest RSS;
+then the time from SIGKILL of the leader to the first newly committed append. Before the load:
+the cost of one small write + fsync on this disk, and what the idle cluster spends in CPU.
+`--linger-ms` is `controller.quorum.append.linger.ms` (Kafka's default 25 ms holds every append
+that long; 0 writes at once and leaves batching to group commit).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -51,6 +56,28 @@ async def load(port: int, concurrency: int, seconds: float) -> tuple[int, list[f
     return int(len(latencies) / (time.monotonic() - started)), latencies
 
 
+async def fill(port: int, records: int, per_batch: int = 100, in_flight: int = 16) -> float:
+    """Append `records` values as batches of `per_batch` (one Produce each), `in_flight` at a
+    time; the seconds it took. For the memory a long log costs, not for latency."""
+    batches = iter(range(0, records, per_batch))
+    t0 = time.monotonic()
+
+    async def producer() -> None:
+        conn = await AsyncKafkaConnection.open("127.0.0.1", port, "bench-fill")
+        try:
+            for start in batches:
+                values = list(range(start, min(start + per_batch, records)))
+                resp = await conn.request(produce_request(VERSION, build_append_batch(values)), 30.0)
+                part = resp.responses[0].partition_responses[0]
+                if int(part.error_code) != 0:
+                    raise RuntimeError(f"fill: append refused with error {int(part.error_code)}")
+        finally:
+            await conn.close()
+
+    await asyncio.gather(*(producer() for _ in range(in_flight)))
+    return time.monotonic() - t0
+
+
 async def failover(cluster: Cluster, leader: int) -> float:
     """Seconds from SIGKILL of the leader to the first append committed after it."""
     cluster.kill(leader)
@@ -74,6 +101,41 @@ async def failover(cluster: Cluster, leader: int) -> float:
     raise TimeoutError("no append committed within 30 s of the kill")
 
 
+def fsync_cost_ms(directory: Path, count: int = 200) -> float:
+    """One 100-byte append + fsync on the disk the nodes use: the floor under every commit."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            os.write(fd, b"x" * 100)
+            os.fsync(fd)
+        return (time.perf_counter() - t0) / count * 1000.0
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes so far (/proc/<pid>/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def rss_mb(pids: list[int]) -> float:
+    """The largest resident set of the processes, in MB."""
+    largest = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                largest = max(largest, int(line.split()[1]))
+    return largest / 1024.0
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -81,15 +143,33 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="kraft-bench-") as root, Cluster(Path(root)) as cluster:
+    settings = {"controller.quorum.append.linger.ms": str(args.linger_ms)}
+    with tempfile.TemporaryDirectory(prefix="kraft-bench-") as root, \
+            Cluster(Path(root), extra=settings) as cluster:
+        fsync_ms = fsync_cost_ms(Path(root))
         cluster.start()
         leader = cluster.wait_leader(timeout=15.0)
+        pids = [proc.pid for proc in cluster.procs.values()]
         await load(cluster.ports[leader], 4, 1.0)  # warm-up: connections, first epoch entry
-        print(f"3 nodes on loopback, fsync on, leader {leader}; {args.seconds:.0f} s per level")
-        print(f"{'producers':>9} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+        cpu0, t0 = cpu_seconds(pids), time.monotonic()
+        await asyncio.sleep(args.idle_seconds)
+        idle = (cpu_seconds(pids) - cpu0) / (time.monotonic() - t0)
+        print(f"3 nodes on loopback, fsync on (one 100-byte write + fsync here: {fsync_ms:.2f} ms),"
+              f" append linger {args.linger_ms} ms, leader {leader}; {args.seconds:.0f} s per level")
+        print(f"idle: the three nodes use {idle * 100:.1f}% of one CPU")
+        print(f"{'producers':>9} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'node CPU':>9}"
+              f" {'CPU ms/append':>13} {'RSS MB':>7}")
         for c in args.concurrency:
+            cpu0, t0 = cpu_seconds(pids), time.monotonic()
             rate, lat = await load(cluster.ports[leader], c, args.seconds)
-            print(f"{c:>9} {rate:>10} {pct(lat, 50):>8.2f} {pct(lat, 99):>8.2f}", flush=True)
+            cpu = (cpu_seconds(pids) - cpu0) / (time.monotonic() - t0)
+            per_append = cpu * 1000.0 / rate if rate else float("nan")
+            print(f"{c:>9} {rate:>10} {pct(lat, 50):>8.2f} {pct(lat, 99):>8.2f} {cpu:>9.2f}"
+                  f" {per_append:>13.3f} {rss_mb(pids):>7.1f}", flush=True)
+        if args.rss_after:
+            took = await fill(cluster.ports[leader], args.rss_after)
+            print(f"after {args.rss_after} more appends ({took:.0f} s, batches of 100): node RSS"
+                  f" {rss_mb(pids):.1f} MB (largest of the three)", flush=True)
         took = await failover(cluster, leader)
         print(f"SIGKILL of leader {leader} -> first new committed append: {took * 1000:.0f} ms")
 
@@ -97,8 +177,13 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--concurrency", default="1,8,64",
+    parser.add_argument("--concurrency", default="1,8,64,256",
                         type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--linger-ms", type=int, default=25,
+                        help="controller.quorum.append.linger.ms (Kafka's default: 25)")
+    parser.add_argument("--idle-seconds", type=float, default=3.0)
+    parser.add_argument("--rss-after", type=int, default=0, metavar="N",
+                        help="append N more records (batches of 100), then print node RSS")
     asyncio.run(main_async(parser.parse_args()))
 
 
