@@ -61,7 +61,7 @@ from typing import Any, Protocol
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError, NoStreamResponseError
 
-from contracts.backend import ClusterSpec, Identify
+from contracts.backend import Identify
 from harness.backends.local import LocalBackend
 from harness.targets.etcd import CLIENT, EtcdDB, EtcdTarget
 from harness.targets.etcd_client import API_PATH
@@ -73,6 +73,7 @@ from reference_node.wire import PRODUCE, SUPPORTED_APIS, AsyncKafkaConnection, W
 from reference_node.wire.records import build_batch
 from reference_node.wire.requests import produce_request
 from testkit.cluster import Cluster
+from testkit.targets import deployed
 
 NODES = ["n1", "n2", "n3"]
 WRITE_TIMEOUT = 5.0  # seconds one write may take before it counts as an error
@@ -232,16 +233,15 @@ class DirectBackend(LocalBackend):
 
 
 class Deployed:
-    """A target's DB set up on a DirectBackend of its own, as `testkit.targets.deployed` does for
-    tests (which takes no backend of the caller's, hence this copy of its few lines)."""
+    """A target's DB deployed by `testkit.targets.deployed` on a DirectBackend of its own."""
 
-    def __init__(self, db: EtcdDB | NatsDB, ports: dict[str, int],
+    def __init__(self, target: EtcdTarget | NatsTarget, db_type: type[EtcdDB] | type[NatsDB],
                  node_config: dict[str, str]) -> None:
-        self.db = db
-        self.ports = ports
+        self.target = target
+        self.db_type = db_type
         self.node_config = node_config
         self.backend: DirectBackend | None = None
-        self.run_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._stack = contextlib.ExitStack()
 
     def _backend(self) -> DirectBackend:
         if self.backend is None:
@@ -249,11 +249,12 @@ class Deployed:
         return self.backend
 
     def start(self) -> None:
-        self.run_dir = tempfile.TemporaryDirectory(prefix="kraft-compare-")
-        self.backend = DirectBackend()
-        self.backend.setup(ClusterSpec(f"bench-compare-{uuid.uuid4().hex[:8]}", NODES,
-                                       self.ports, Path(self.run_dir.name)))
-        self.db.setup(self.backend, NODES, dict(self.node_config))
+        run_dir = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="kraft-compare-"))
+        backend = DirectBackend()
+        _, self.db = self._stack.enter_context(deployed(
+            self.target, self.db_type, NODES, f"bench-compare-{uuid.uuid4().hex[:8]}",
+            Path(run_dir), self.node_config, backend=backend))
+        self.backend = backend
         self.leader()
 
     def nodes(self) -> list[str]:
@@ -280,14 +281,9 @@ class Deployed:
         return agreed(self.db.leaders(self._backend(), NODES)) is not None
 
     def stop(self) -> None:
-        if self.backend is not None:
-            try:
-                self.db.teardown(self.backend, NODES)
-            finally:
-                self.backend.teardown()
-        if self.run_dir is not None:
-            self.run_dir.cleanup()
-        self.backend = self.run_dir = None
+        """The DB torn down, then the backend, then the run directory removed."""
+        self._stack.close()
+        self.backend = None
 
     def pids(self) -> list[int]:
         backend = self._backend()
@@ -358,7 +354,7 @@ class Etcd(Deployed):
     fsync = FSYNC_ON
 
     def __init__(self) -> None:
-        super().__init__(EtcdDB(), dict(EtcdTarget.ports), {})
+        super().__init__(EtcdTarget(), EtcdDB, {})
 
     async def writer(self, node: str, client: int, payload: bytes) -> Writer:
         address = self._backend().client_address(node, CLIENT)
@@ -396,8 +392,7 @@ class Nats(Deployed):
     def __init__(self) -> None:
         syncs = nats_version() >= (2, 10)
         self.fsync = "fsync: always (sync_interval)" if syncs else FSYNC_NATS_29
-        super().__init__(NatsDB(), dict(NatsTarget.ports),
-                         {"sync_interval": "always"} if syncs else {})
+        super().__init__(NatsTarget(), NatsDB, {"sync_interval": "always"} if syncs else {})
 
     async def writer(self, node: str, client: int, payload: bytes) -> Writer:
         nc = await nats_connect(self._backend().client_address(node, "client"), PROBE_TIMEOUT)

@@ -19,10 +19,12 @@ D = TypeVar("D", bound=DB)
 
 @contextlib.contextmanager
 def deployed(target: Target, db_type: type[D], nodes: list[str], run_id: str, run_dir: Path,
-             node_config: Mapping[str, str] | None = None) -> Iterator[tuple[LocalBackend, D]]:
-    """`target`'s nodes running on a local backend of their own, as the runner deploys them;
-    the DB is checked to be a `db_type`, so that a test may use its own levers."""
-    backend = LocalBackend()
+             node_config: Mapping[str, str] | None = None,
+             backend: LocalBackend | None = None) -> Iterator[tuple[LocalBackend, D]]:
+    """`target`'s nodes running on a local backend of their own (`backend`, else a new
+    LocalBackend), as the runner deploys them; the DB is checked to be a `db_type`, so that a
+    test may use its own levers."""
+    backend = LocalBackend() if backend is None else backend
     db = target.db()
     assert isinstance(db, db_type), f"{type(target).__name__}.db() made a {type(db).__name__}"
     backend.setup(ClusterSpec(run_id, nodes, target.ports, run_dir))
