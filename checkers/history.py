@@ -87,11 +87,11 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
     not JSON outranks any problem of an earlier op (JSON is the first thing the format asks for):
     after a problem, lines are still decoded, but no longer kept.
 
-    The common op (a client or nemesis op without `final`, `wall` or a structured error, in its
-    place among its process's invokes and completions) is recognised here, inline, since this loop
-    runs for every line of histories of millions; it passes only what `_Rules.check` passes. Any
-    other op, and any line msgspec refused, goes to `_Rules.check`, which has the last word and
-    the messages."""
+    The common op's fields (a client or nemesis op without `final`, `wall` or a structured error)
+    are judged here, inline, since this loop runs for every line of histories of millions; it
+    passes only what `_field_problem` passes, and then `_Rules.pair` places the op among its
+    process's invokes and completions. Any other op, and any line msgspec refused, goes to
+    `_Rules.check`, which has the last word and the messages."""
     ops: list[Op] = []
     keep = ops.append
     count = 0  # non-blank lines so far
@@ -100,7 +100,7 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
     crash: Exception | None = None  # what the rules raised instead of saying what is wrong
     spoiled = False  # either is set: the ops are no longer kept
     rules = _Rules()
-    pending, retired = rules.pending, rules.retired
+    pair = rules.pair
     loads, unusual, types = _DECODER.loads, _UNUSUAL, TYPES
     fields = None if _DECODER.checks_fields else FIELDS
     try:
@@ -123,39 +123,23 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
                 continue
             if common:
                 try:
-                    index, time, process, type_, f = (op["index"], op["time"], op["process"],
-                                                      op["type"], op["f"])
+                    index, time, type_, f = op["index"], op["time"], op["type"], op["f"]
+                    process = op["process"]
                     node, error = op.get("node"), op.get("error")
                     common = (type(index) is int and index == position and type(time) is int
                               and time >= 0 and type(type_) is str and type_ in types
                               and type(f) is str and f != ""
+                              and (type(process) is int or process == NEMESIS)
                               and (fields is None or op.keys() <= fields)
                               and (node is None or type(node) is str or type(node) is int)
                               and (error is None or (type(error) is str and type_ != "invoke"))
                               and "final" not in op and "wall" not in op)
                 except (KeyError, TypeError):  # not an object, or a field missing
                     common = False
-            if common:
-                if type(process) is not int:
-                    common = process == NEMESIS
-                elif type_ == "invoke":
-                    if process in pending or process in retired:
-                        common = False
-                    else:
-                        pending[process] = (lineno, f)
-                else:
-                    started = pending.get(process)
-                    if started is None or started[1] != f:
-                        common = False
-                    else:
-                        del pending[process]
-                        if type_ == "info":
-                            retired[process] = lineno
-            if common:
-                keep(op)
-                continue
             try:
-                problem = rules.check(op, position, lineno)
+                # fields already found good: only the op's place among its process's is left
+                problem = (pair(process, type_, f, lineno) if common
+                           else rules.check(op, position, lineno))
             except Exception as exc:  # raised below, unless a line is not JSON
                 crash, spoiled = exc, True
                 ops.clear()
@@ -274,23 +258,23 @@ class _Rules:
         self.retired: dict[Any, int] = {}  # process -> line of its info completion
 
     def check(self, op: Any, position: int, line: int) -> str | None:
-        problem = _field_problem(op, position)
-        if problem:
-            return problem
-        process, type_ = op["process"], op["type"]
+        return _field_problem(op, position) or self.pair(op["process"], op["type"], op["f"], line)
+
+    def pair(self, process: Any, type_: str, f: str, line: int) -> str | None:
+        """What is wrong with the place of an op (its fields good) among its process's invokes
+        and completions; None when nothing, and then it has taken that place."""
         if process == NEMESIS:
             return None
         if type_ == "invoke":
             if process in self.pending or process in self.retired:
                 return self._invokes_again(process)
-            self.pending[process] = (line, op["f"])
+            self.pending[process] = (line, f)
             return None
         started = self.pending.pop(process, None)
         if started is None:
             return f"{type_} completion of process {process} with no invoke"
-        if started[1] != op["f"]:
-            return (f"completion f {op['f']!r} does not match invoke f {started[1]!r} on line "
-                    f"{started[0]}")
+        if started[1] != f:
+            return f"completion f {f!r} does not match invoke f {started[1]!r} on line {started[0]}"
         if type_ == "info":
             self.retired[process] = line
         return None
