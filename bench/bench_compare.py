@@ -58,6 +58,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from bench_failover import rejoined
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError, NoStreamResponseError
 
@@ -192,17 +193,9 @@ class Reference:
 
     def restart(self, node: str) -> None:
         self._cluster().start(int(node))
-        wait_until(f"reference node {node} caught up", lambda: self._caught_up(int(node)))
-
-    def _caught_up(self, node: int) -> bool:
-        """The leader sees `node` at its high watermark (a kill while it still boots would
-        leave the survivors without a majority: a figure of the bench, not of the failover)."""
-        cluster = self._cluster()
-        part = cluster.describe(cluster.wait_leader(timeout=SETTLE_TIMEOUT))
-        if part is None or int(part.error_code) != 0:
-            return False
-        ends = {int(v.replica_id): int(v.log_end_offset) for v in part.current_voters}
-        return ends.get(node, -1) >= int(part.high_watermark) > 0
+        # caught up before the next kill: a kill while it still boots would leave the survivors
+        # without a majority (a figure of the bench, not of the failover)
+        rejoined(self._cluster(), int(node))
 
     def stop(self) -> None:
         if self.cluster is not None:
