@@ -2,13 +2,14 @@
 
 Every input reaches the core through `step` on the event loop thread, with the host's clock; one
 pump task drains the core's output. No clock ticks on a period: after each Ready the host arms one
-timer for the core's next deadline (`RaftCore.next_deadline_ms`), so an idle node sleeps and a
-timer fires when it is due, not up to a tick late. The pump takes a `Ready`, calls `advance` at once (so no input is ever stepped
-between `ready()` and `advance()`), then carries it out in the order `Ready` prescribes: the
-quorum state is written and fsynced (awaited: nothing of this Ready is sent before it is
-durable), truncation and appends are queued to the disk thread, a flush is started, and only then
-messages go out, clients are answered and events written. Readies are carried out one after the
-other, so the messages of a later Ready never overtake the durable state of an earlier one.
+timer for the core's next deadline (`RaftCore.next_deadline_ms`), so an idle node sleeps and a timer
+fires when it is due, not up to a tick late. The pump takes a `Ready`, calls `advance` at once (so
+no input is ever stepped between `ready()` and `advance()`), then carries it out in the order
+`Ready` prescribes: the quorum state is written and fsynced (awaited: nothing of this Ready is sent
+before it is durable), truncation and appends are queued to the disk thread, a flush is started, and
+only then messages go out, clients are answered and events written. Readies are carried out one
+after the other, so the messages of a later Ready never overtake the durable state of an earlier
+one.
 
 Flushes run on the disk thread, in queue order behind the appends they cover; the loop keeps
 serving meanwhile. At most one flush is in flight: requests arriving during it are merged into one
