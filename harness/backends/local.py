@@ -253,6 +253,10 @@ class LocalBackend(Backend):
             # reap now, so that is_running is false as soon as kill returns
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+        elif sig == signals.SIGSTOP:
+            # kill() returns before a running thread has stopped: a request sent at once could
+            # still be served. A pause holds from the moment it returns, as over SSH.
+            _await_stopped(proc.pid, STOP_WAIT_S)
 
     def wait_exit(self, node: str, timeout: float) -> int | None:
         proc = self._procs.get(node)
@@ -300,3 +304,21 @@ class LocalBackend(Backend):
         with self._log_lock, contextlib.suppress(OSError), \
                 open(self._spec.run_dir / "backend.log", "a") as out:
             out.write(line)
+
+
+STOP_WAIT_S = 1.0
+"""At most this long for every thread of a SIGSTOPped process to stop (then the pause goes on)."""
+
+
+def _await_stopped(pid: int, timeout: float) -> None:
+    """Until every thread of `pid` is stopped (state T in /proc), or `timeout` has passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            states = [Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                      for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:  # gone, or a thread gone meanwhile
+            return
+        if all(state in "Tt" for state in states):
+            return
+        time.sleep(0.001)
