@@ -2,8 +2,8 @@
 
 Each test is one run of the harness (`kraft test`), parametrized over workload x nemesis (x the
 target given with --target). Options narrow the matrix (--nemesis, --workload) or change every run
-(--backend, --nodes, --time-limit, --seed, --node-config). At the end of the session the Allure
-results directory gets `categories.json` and `environment.properties`.
+(--backend, --nodes, --time-limit, --seed, --node-config, --min-availability). At the end of the
+session the Allure results directory gets `categories.json` and `environment.properties`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--workload", default=None, help="only cases of these workloads (comma list)")
     group.addoption("--node-config", action="append", default=[], metavar="KEY=VALUE",
                     help="passed to every node of every run (e.g. unsafe=no-check-quorum)")
+    group.addoption("--min-availability", default=None, metavar="FLOORS",
+                    help="availability floors of every run, as kraft test's (e.g. 0.5,kill=0.2): "
+                         "a run below one is invalid, so a liveness regression fails its case")
     group.addoption("--kraft-results-dir", default=str(REPO / "results"),
                     help="where runs are stored (default: results/)")
 
@@ -87,6 +90,7 @@ def campaign_options(request: pytest.FixtureRequest) -> dict[str, Any]:
         "nemesis_interval": config.getoption("--nemesis-interval"),
         "rate": config.getoption("--rate"),
         "node_config": node_config,
+        "min_availability": config.getoption("--min-availability"),
         "results_dir": Path(config.getoption("--kraft-results-dir")),
     }
 

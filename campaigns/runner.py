@@ -47,7 +47,8 @@ def kraft_test_argv(options: dict[str, Any], test_name: str, results_dir: Path) 
     argv = [sys.executable, "-m", "harness.cli", "test",
             "--test-name", test_name, "--results-dir", str(results_dir)]
     for flag in ("backend", "target", "nodes", "brokers", "workload", "nemesis", "partition-shapes",
-                 "time-limit", "seed", "concurrency", "rate", "nemesis-interval"):
+                 "time-limit", "seed", "concurrency", "rate", "nemesis-interval",
+                 "min-availability"):
         value = options.get(flag.replace("-", "_"))
         if value is not None:
             argv += [f"--{flag}", str(value)]

@@ -4,6 +4,8 @@ Writes results.json next to the history, prints the summary, and exits 0 valid, 
 2 unknown, 64 for bad usage or a history it cannot read (with the file, the line and what is
 wrong). A run that did not finish (test.json's `outcome`) stays unknown however its partial
 history looks. Given a run directory it also rewrites the plots and the timeline.
+`--min-availability` judges the run against other availability floors than test.json's (the
+file keeps its own; results.json records the floors judged).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from checkers import compose, linearizable, summary
+from checkers import availability, compose, linearizable, summary
 from checkers.history import HistoryError
 from checkers.history import load as load_history
 from contracts.results import HISTORY, RESULTS, node_dirs
@@ -29,6 +31,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-states", type=_non_negative, metavar="N",
                         help="budget of the register/kv search, in states explored (default "
                              f"{linearizable.DEFAULT_MAX_STATES:,}); past it the verdict is unknown")
+    parser.add_argument("--min-availability", type=_floors, metavar="FLOORS",
+                        help="availability floors, setting or overriding test.json's (as kraft "
+                             "test --min-availability: e.g. 0.5,kill=0.2,none=0.9; off drops "
+                             "them)")
     parser.add_argument("--no-plots", action="store_true", help="skip plots and timeline")
     try:
         args = parser.parse_args(argv)
@@ -55,6 +61,8 @@ def main(argv: list[str]) -> int:
         test["workload"] = args.model
     if args.max_states is not None:
         test["checker"] = {**(test.get("checker") or {}), "max_states": args.max_states}
+    if args.min_availability is not None:
+        test[availability.FLOORS] = args.min_availability
 
     nodes = node_dirs(run_dir) if run_dir is not None else None
     results = compose.check(history, test, nodes)
@@ -70,6 +78,13 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
     print(summary.render(results, history))
     return {True: EXIT_VALID, False: EXIT_INVALID}.get(results["valid"], EXIT_UNKNOWN)
+
+
+def _floors(text: str) -> dict[str, float]:
+    try:
+        return availability.parse_floors(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _non_negative(text: str) -> int:

@@ -12,7 +12,8 @@ voter change reported ok is committed, and the final voter set is the log's).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
 a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
-op, a final read of a log, a run that finished: test.json's `outcome`). The verdict is the worst
+op, a final read of a log, a run that finished: test.json's `outcome`), and `availability` holds
+the run to test.json's `min_availability` floors when it sets them. The verdict is the worst
 of the checkers' (false, then unknown, then true), and an unknown one says why (`reason`);
 anomalies are merged by kind. Anomalies of a kind tied to a promise the target does not make
 (test.json's `promises`, checkers/promises.py) are moved to `findings` beside them: reported, never
@@ -200,6 +201,9 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
         if membership.applies(history, test):
             # KIP-853: every voter change the nemesis was told succeeded is committed
             verdicts.run("membership", lambda: membership.check(history, test, node_data()))
+    if availability.applies(test):
+        # test.json's floors (`--min-availability`): a liveness regression fails the run
+        verdicts.run("availability", lambda: availability.check(history, test))
     # the anomalies of kinds the target does not promise to avoid become findings
     verdicts.results = promises.judge(verdicts.results, promises.promised(test))
     results = verdicts.results

@@ -54,6 +54,8 @@ class TestConfig:
     recovery_time: float = 30.0
     seed: int = 0
     node_config: dict[str, str] = field(default_factory=dict)
+    # availability floors (`--min-availability`, checkers/availability.py); {}: none
+    min_availability: dict[str, float] = field(default_factory=dict)
     results_dir: str = "results"
     test_name: str = ""
 
@@ -131,6 +133,8 @@ class TestConfig:
         data["name"] = self.test_name
         data["seeds"] = self.seeds()
         data["brokers"] = self.broker_nodes()
+        if not self.min_availability:  # recorded only when set: the checker runs only then
+            del data["min_availability"]
         if self.brokers:
             data["fencing"] = self.fencing()
         if self.membership:

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import NoReturn
 
 import workloads
+from checkers import availability
 from contracts.backend import Backend
 from contracts.target import Target
 from harness import backends, disk, targets
@@ -87,7 +88,11 @@ def parser() -> argparse.ArgumentParser:
                         "for reference and nats, kv for etcd)")
     p.add_argument("--nemesis", default=None,
                    help=f"comma list of {', '.join(KINDS)}, or none (default: "
-                        f"{', '.join(DEFAULT_KINDS)}, those the backend and target allow)")
+                        f"{', '.join(DEFAULT_KINDS)}, those the backend and target allow); "
+                        "targeted: whole fault sequences, one per turn, that steer the "
+                        "nodes into rare states (a stale follower that campaigns while the "
+                        "leader dies and the others restart; a voter crashed right after "
+                        "its vote, asked again in the same epoch)")
     p.add_argument("--nemesis-interval", type=_SECONDS, default=5.0,
                    help="seconds between faults, and each fault's duration (default 5)")
     p.add_argument("--partition-shapes", default=None,
@@ -118,6 +123,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice")
     p.add_argument("--node-config", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting passed to every node, e.g. unsafe=skip-flush (repeatable)")
+    p.add_argument("--min-availability", default=None, metavar="FLOORS",
+                   help="availability floors as a verdict: the share of ok operations among "
+                        "those invoked during each fault kind's windows, and outside every "
+                        "window, must reach its floor, else the run is INVALID "
+                        "(low-availability, naming the kind, the share and the windows). "
+                        "A comma list of FRACTION (every fault kind and outside faults) and "
+                        "KIND=FRACTION (a fault kind; none: outside faults; during: inside any "
+                        "window), e.g. 0.5,kill=0.2 or 90%%; final reads aside. Recorded in "
+                        "test.json (kraft check --min-availability re-judges); default: none")
     p.add_argument("--results-dir", default="results", help="where runs are stored (results)")
     p.add_argument("--test-name", default="", help="the run's name in the results dir")
     return p
@@ -162,7 +176,19 @@ def config_from(args: argparse.Namespace) -> TestConfig:
                       time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),
+                      min_availability=_floors(args.min_availability),
                       results_dir=args.results_dir, test_name=args.test_name)
+
+
+def _floors(text: str | None) -> dict[str, float]:
+    """`--min-availability`, each kind one the nemesis knows (a floor of a kind the run does
+    not inject is not judged, so that one floor serves a whole campaign)."""
+    if text is None:
+        return {}
+    try:
+        return availability.parse_floors(text, KINDS)
+    except ValueError as exc:
+        raise UsageError(f"--min-availability: {exc}") from None
 
 
 def check_brokers(config: TestConfig) -> None:

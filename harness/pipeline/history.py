@@ -24,7 +24,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkers import faults
+from checkers import availability, faults
 from checkers import history as history_format
 from checkers.history import Op
 
@@ -85,24 +85,20 @@ def facts(ops: list[Op]) -> Facts:
     windows = faults.windows(ops)
     out = Facts()
     ok_times: list[int] = []
-    counts: dict[str, list[int]] = {}
+    operations: list[tuple[int, bool]] = []
     for pair in history_format.pairs(ops):
         invoked, done = pair.invoke["time"], pair.completion["time"]
         ok = pair.type == "ok"
         out.ops += 1
+        operations.append((invoked, ok))
         if ok:
             ok_times.append(done)
             out.latencies.setdefault(pair.invoke["f"], []).append((done - invoked) / NS_PER_MS)
-        kinds = {w.kind for w in windows if w.covers(invoked)}
-        for kind in kinds:
-            count = counts.setdefault(kind, [0, 0])
-            count[0] += 1
-            count[1] += ok
-        if kinds:
-            out.fault_ops += 1
-            out.fault_ok_ops += ok
     out.ok_ops = len(ok_times)
-    out.by_fault = {kind: (n, ok) for kind, (n, ok) in counts.items()}
+    # the one count of operations during faults, which `--min-availability` judges too
+    tallies = availability.tally(operations, windows)
+    out.fault_ops, out.fault_ok_ops = tallies.during.ops, tallies.during.ok
+    out.by_fault = {kind: (n.ops, n.ok) for kind, n in tallies.by_kind.items() if n.ops}
     out.recoveries = _recoveries(windows, sorted(ok_times))
     return out
 
