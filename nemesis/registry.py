@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.backend import Backend, CanPartition
-from contracts.target import DB, CanKill, CanPause, HasLeader
+from contracts.target import DB, CanKill, CanPause, HasDataDir, HasLeader
 from nemesis.base import Env, Fault
 from nemesis.brokers import KIND as STALE_INCARNATION
 from nemesis.brokers import CanReplayRegistration, StaleIncarnation
@@ -26,12 +26,16 @@ from nemesis.membership import KIND as MEMBERSHIP
 from nemesis.membership import CanChangeMembership, Membership
 from nemesis.partition import BROKER_SHAPES, NEEDS_LEADER, SHAPES, Partition
 from nemesis.process import KILL_TARGETS, PAUSE_TARGETS, Kill, Pause
+from nemesis.targeted import KIND as TARGETED
+from nemesis.targeted import Targeted
 
-KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP, *DISK_KINDS, STALE_INCARNATION)
+KINDS = ("partition", "pause", "kill", LAGGING, MEMBERSHIP, *DISK_KINDS, STALE_INCARNATION,
+         TARGETED)
 # what `kraft test` runs when no --nemesis is given: the lagging follower is asked for by name,
 # since it holds a node away for its whole duration, whatever the interval; membership too, since
 # it changes how the nodes are deployed (spares, voters in the log); the disk faults too, since
-# they mount a filesystem under every node; stale-incarnation too, since it needs brokers
+# they mount a filesystem under every node; stale-incarnation too, since it needs brokers; the
+# targeted shapes too, since they kill the leader and crash voters on purpose, every turn
 DEFAULT_KINDS = ("partition", "pause", "kill")
 
 
@@ -55,6 +59,9 @@ def available(backend: Backend, db: DB,
         CORRUPT: disk or killable,
         STALE_INCARNATION: killable or (None if isinstance(db, CanReplayRegistration)
                                         else "the target cannot replay a broker registration"),
+        TARGETED: partition or killable or (
+            None if isinstance(db, HasLeader) and isinstance(db, HasDataDir)
+            else "the target cannot name its leader or say where its data is"),
     }
 
 
@@ -91,6 +98,8 @@ def build(kinds: list[str], env: Env, shapes: list[str],
             faults.append(Corrupt(env, list(CORRUPT_TARGETS)))
         elif kind == STALE_INCARNATION:
             faults.append(StaleIncarnation(env))
+        elif kind == TARGETED:
+            faults.append(Targeted(env, links))
         else:
             raise ValueError(f"unknown nemesis {kind!r}")
     return faults
