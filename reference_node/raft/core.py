@@ -590,6 +590,9 @@ class RaftCore:
                 self, in_reply_to
             ):
                 return
+            if isinstance(msg, VoteResponse) and election.answers_another_round(self, in_reply_to):
+                self.observe_leader(msg.leader_id, msg.leader_epoch)
+                return
             self._on_response(src, msg)
         elif isinstance(msg, Request):
             self._on_request(src, msg)

@@ -107,6 +107,22 @@ def resend_votes(core: CoreOps, pre_vote: bool) -> None:
             _send_vote(core, dst, pre_vote)
 
 
+def answers_another_round(core: CoreOps, request: object) -> bool:
+    """A Vote answer paired with a request of another round than the one we run: a pre-vote for
+    an older epoch (its grant judged the log we had then, for an epoch we no longer ask), or a
+    Vote when we run a pre-vote and the other way round. Kafka's RequestManager ignores an answer
+    that is not to its latest request; counting its grant would let a round win on votes cast
+    for another (the answer's epoch still moves us, as any response's does)."""
+    if not isinstance(request, VoteRequest):
+        return False  # the host does not pair answers with requests: trust it
+    state = core.state
+    if isinstance(state, Prospective):
+        return not request.pre_vote or request.candidate_epoch != core.epoch + 1
+    if isinstance(state, Candidate):
+        return request.pre_vote or request.candidate_epoch != core.epoch
+    return False  # no round open: `on_vote_response` ignores it
+
+
 def on_vote_response(core: CoreOps, src: int, resp: VoteResponse) -> None:
     # A stale answer still counts in a pre-vote round: the voter is behind, not wrong.
     state = core.state
