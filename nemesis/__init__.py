@@ -12,7 +12,9 @@ only where they exist (`nemesis.registry.available`). The network faults share t
 undone by its stop: voters added and removed stay so (`nemesis.membership`). With brokers, the
 faults that speak of the quorum draw over the controllers only (`Env.controllers`), and
 `stale-incarnation` (`nemesis.brokers`) restarts a broker and replays its old incarnation's
-registration to the active controller.
+registration to the active controller. `targeted` (`nemesis.targeted`) is a fault whose turn is a
+whole sequence of cuts, kills and restarts, steered by what the nodes' quorum-state files say,
+into the states where weaker defects do harm (local backend).
 
 The schedule (`nemesis.schedule`) sleeps, starts a fault, sleeps, stops it, cycling through the
 chosen kinds in a seeded shuffled order, and records every start and stop in the history as ops of

@@ -6,6 +6,8 @@ end it says how many snapshots the seeds wrote and installed (KIP-630 runs in ev
 small thresholds: a run that installed none did not exercise it), and, with the `membership` fault,
 how many voter changes (KIP-853) were committed and refused; with `--brokers N`, what the brokers did
 (their state changes, the controller's records and refusals, the stale registrations replayed).
+`--faults` takes draw weights (`crash:3,partition-halves:3,drop`) or the `heavy` mix; a weighted
+run prints its weights beside its result, as they shape every seed's schedule.
 `--coverage` runs the seeds under branch coverage and prints which decisions of the core they never
 took (sim/coverage_report.py); without it nothing is measured and the run is as fast as ever.
 """
@@ -19,7 +21,7 @@ from collections.abc import Callable
 
 from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.brokers import BrokerStats
-from reference_node.raft.sim.faults import FAULTS, parse_faults
+from reference_node.raft.sim.faults import FAULTS, MIXES, Weights, parse_fault_mix
 from reference_node.raft.sim.host import SnapshotStats
 from reference_node.raft.sim.membership import MembershipStats
 from reference_node.raft.sim.simulation import SimConfig, SimResult, run_seed
@@ -72,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="brokers: observers that register and heartbeat, with the broker-* "
                    "faults (default 0)")
     p.add_argument("--seeds", default="0-9", help="A-B or a comma list (default 0-9)")
-    p.add_argument("--faults", default="all", help="all, none, or a comma list of fault names")
+    p.add_argument("--faults", default="all",
+                   help="all, none, " + ", ".join(MIXES) + " (a weighted mix: partitions and "
+                   "crashes drawn more often), or a comma list of fault names, each with an "
+                   "optional draw weight: crash:3,partition-halves:3,drop (weight 1 when left out)")
     p.add_argument("--unsafe", default="", help="comma list of unsafe switches to turn on")
     p.add_argument("--time", type=float, default=30.0, help="simulated seconds per seed (30)")
     p.add_argument("--trace", help="write the event trace of the run to this file")
@@ -97,12 +102,13 @@ def _config(args: argparse.Namespace) -> SimConfig:
     if args.clients < 1:
         raise UsageError(f"--clients must be at least 1, got {args.clients}")
     try:
-        faults = parse_faults(args.faults)
+        faults, weights = parse_fault_mix(args.faults)
         unsafe = Unsafe.parse(args.unsafe)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return SimConfig(
-        voters=args.nodes, observers=args.observers, faults=faults, unsafe=unsafe,
+        voters=args.nodes, observers=args.observers, faults=faults, weights=weights,
+        unsafe=unsafe,
         time_ms=int(args.time * 1000), pre_vote=not args.no_prevote, clients=args.clients,
         trace=bool(args.trace), brokers=args.brokers,
     )
@@ -191,6 +197,7 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
             if args.trace:
                 _write_trace(args.trace, trace_lines)
             report_violation(result, args)
+            _print_weights(config.weights)
             print(snapshots.line())
             _print_membership(membership)
             if brokers is not None:
@@ -203,11 +210,20 @@ def run_seeds(args: argparse.Namespace, seeds: list[int], config: SimConfig,
         _write_trace(args.trace, trace_lines)
     print(f"ok: {len(seeds)} seeds, {events} events in {elapsed:.1f} s "
           f"({events / max(elapsed, 1e-9):.0f} events/s); no violation, liveness held")
+    _print_weights(config.weights)
     print(snapshots.line())
     _print_membership(membership)
     if brokers is not None:
         print(brokers.line())
     return EXIT_OK
+
+
+def _print_weights(weights: Weights) -> None:
+    """The draw weights of a weighted run (nothing when every fault is drawn alike): the run's
+    schedule depends on them as much as on the seed."""
+    if weights:
+        listed = ", ".join(f"{name}:{weight}" for name, weight in weights)
+        print(f"fault weights: {listed} (every other fault 1)")
 
 
 def _print_membership(stats: MembershipStats | None) -> None:

@@ -164,6 +164,8 @@ class BrokerWatch:
         self.sessions: dict[int, _Session] = {}
         """Leader node id -> its sessions, while it leads."""
         self.next_due = NEVER
+        self.paused: set[int] = set()
+        """The nodes found paused while a deadline of theirs was due (see `_paused`)."""
         """The earliest deadline of either kind: most events only compare the clock with it."""
         self.state: dict[int, tuple[str, bool]] = {}
         """Broker id -> (state, self_fenced) as its last `broker-state` event said."""
@@ -280,12 +282,14 @@ class BrokerWatch:
 
     def _check_due(self, now: int) -> None:
         for broker, until in list(self.serving_until.items()):
-            if now > until:
+            if now > until and not self._paused(broker, now):
                 self._self_fence(broker, until, now)
         for leader, session in list(self.sessions.items()):
             node = self.nodes[leader]
             if node.core is None or node.inc != session.inc or not node.core.is_leader:
                 del self.sessions[leader]
+                continue
+            if self._paused(leader, now):
                 continue
             for broker, due in list(session.due.items()):
                 if now > due:
@@ -294,6 +298,26 @@ class BrokerWatch:
             min(self.serving_until.values(), default=NEVER),
             min((d for s in self.sessions.values() for d in s.due.values()), default=NEVER),
         )
+
+    def _paused(self, node_id: int, now: int) -> bool:
+        """Whether `node_id`'s deadlines wait: a paused process (pause, leader-stall) cannot act
+        on a timer that comes due. Once it resumes, its overdue timer fires before anything else
+        it handles, but after the resume itself, so its deadlines move to one tick past the
+        resume."""
+        if self.nodes[node_id].held is not None:
+            self.paused.add(node_id)
+            return True
+        if node_id not in self.paused:
+            return False
+        self.paused.discard(node_id)
+        resumed = now + TICK_SLACK_MS
+        if node_id in self.serving_until:
+            self.serving_until[node_id] = max(self.serving_until[node_id], resumed)
+        session = self.sessions.get(node_id)
+        if session is not None:
+            for broker, due in session.due.items():
+                session.due[broker] = max(due, resumed)
+        return True
 
     def _self_fence(self, broker: int, until: int, now: int) -> None:
         node = self.nodes[broker]

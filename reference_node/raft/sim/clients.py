@@ -37,10 +37,12 @@ from reference_node.raft.api import (
 from reference_node.raft.image import encode_cas, encode_write
 from reference_node.raft.messages import ErrorCode
 from reference_node.raft.sim.events import (
+    DROPPED,
     ClientNext,
     ClientReplyDue,
     ClientRequest,
     ClientTimeout,
+    Dropped,
     EventQueue,
 )
 from reference_node.raft.sim.host import SimNode
@@ -160,11 +162,15 @@ class Clients:
         expected = current if rng.random() < 0.7 else rng.randrange(value)
         return encode_cas(key, expected, value)
 
-    def on_request(self, event: ClientRequest) -> SimNode | None:
+    def on_request(self, event: ClientRequest) -> SimNode | Dropped | None:
         node = self.nodes[event.node]
         op = self.clients[event.client].op
         if not node.alive or node.inc != event.inc or op is None or node.core is None:
             return None
+        if node.hold(event):
+            # A paused node (host.py): the request waits for it to resume. The client still
+            # waits for this op then: a pause (at most 2.6 s) is shorter than CLIENT_TIMEOUT_MS.
+            return DROPPED
         node.pending[op.request_id] = event.client
         node.core.step(op.core_input())
         return node

@@ -181,7 +181,7 @@ class VoteCrash(NamedTuple):
 
 
 class VoterRestart(NamedTuple):
-    """Under `fault` (crash-after-vote), the crashed `node` comes back."""
+    """Under `fault` (crash-after-vote, crash-after-persist), the crashed `node` comes back."""
 
     fault: ActiveFault
     node: int
@@ -189,6 +189,31 @@ class VoterRestart(NamedTuple):
 
     def trace_line(self, at_ms: int) -> str:
         return f"{at_ms} nemesis restart ({self.fault!r}, {self.node}, {self.inc})"
+
+
+class PersistCrash(NamedTuple):
+    """Under `fault` (crash-after-persist), incarnation `inc` of `node` just died between persisting
+    a Ready and sending its messages (the host crashed it then): the nemesis notes it and queues
+    its restart."""
+
+    fault: ActiveFault
+    node: int
+    inc: int
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis persist-crash ({self.fault!r}, {self.node}, {self.inc})"
+
+
+class Resume(NamedTuple):
+    """Under `fault` (pause, leader-stall), incarnation `inc` of the paused `node` resumes: it
+    handles what reached it meanwhile, with its clock jumped."""
+
+    fault: ActiveFault
+    node: int
+    inc: int
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis resume ({self.fault!r}, {self.node}, {self.inc})"
 
 
 class MembershipAct(NamedTuple):
@@ -268,11 +293,23 @@ class BrokerReplay(NamedTuple):
         return f"{at_ms} nemesis broker-replay {self.node} {self.request!r}"
 
 
+class ShapeStep(NamedTuple):
+    """Under `fault` (a targeted shape: zombie-rejoin, diverge, observer-lag, chain), the nemesis
+    takes the shape's next step `step` (or looks again whether the cluster reached the state the
+    step waits for), if that fault is still the active one."""
+
+    fault: ActiveFault
+    step: str
+
+    def trace_line(self, at_ms: int) -> str:
+        return f"{at_ms} nemesis step {self.step} {self.fault!r}"
+
+
 Event = (
     Deliver | TickDue | Flushed | SnapshotDurable | SnapshotRefusal | ClientNext | ClientRequest
     | ClientReplyDue | ClientTimeout | FaultStart | FaultStop | Heal | Rejoin | VoteCrash
-    | VoterRestart | MembershipAct | AdminRequest | AdminReply | MembershipStop | MembershipStart
-    | BrokerRestart | BrokerReplay
+    | VoterRestart | PersistCrash | Resume | MembershipAct | AdminRequest | AdminReply
+    | MembershipStop | MembershipStart | BrokerRestart | BrokerReplay | ShapeStep
 )
 
 
@@ -280,16 +317,27 @@ class EventQueue:
     """The pending events by (time, push order), and the simulated clock: `now` is the time of the
     event being handled."""
 
-    __slots__ = ("heap", "now", "seq")
+    __slots__ = ("front", "heap", "now", "seq")
 
     def __init__(self) -> None:
         self.heap: list[tuple[int, int, Event]] = []
         self.seq = 0
         self.now = 0
+        self.front = 0
+        """The lowest sequence number `push_first` gave (0 or negative)."""
 
     def push(self, at_ms: int, event: Event) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (at_ms, self.seq, event))
+
+    def push_first(self, at_ms: int, events: list[Event]) -> None:
+        """Queue `events`, in this order, ahead of every event already queued for `at_ms`: a
+        resumed process handles what waited for it before what arrives in the same millisecond.
+        (Sequence numbers below every `push`'s; each batch below the previous one.)"""
+        first = self.front - len(events)
+        self.front = first
+        for i, event in enumerate(events):
+            heapq.heappush(self.heap, (at_ms, first + i, event))
 
 
 class Dropped(enum.Enum):

@@ -7,8 +7,14 @@ KIP-853's voters in the log, and its nemesis (membership.py) acts all along, bes
 is on. The `broker-*` faults (`BROKER_FAULTS`) act on the brokers of `--brokers N` and are left
 out of a run without brokers (the nemesis then draws exactly what it drew before they existed);
 with brokers, half of the turns go to them. `fsync-stall` acts on disks rather than on links or processes: the host holds the stalled
-disks' completions until the fault stops (host.py). A started fault is an `ActiveFault` object
-whose identity ties the events it queued (its stop, a vote crash) to it: an event for an earlier
+disks' completions until the fault stops (host.py). `pause` and `leader-stall` stop processes
+without killing them (host.py holds what reaches them), `crash-after-persist` kills them at one
+precise point of a Ready, `vote-delay` slows only the answers of elections. The targeted shapes
+(`SHAPES`: zombie-rejoin, diverge, observer-lag, chain; sim/shapes.py) act in steps while they
+last, watching the cluster for the leader changes they wait for. By default every fault is drawn
+alike; `--faults crash:3,drop` weighs the draws, and `heavy` (`MIXES`) is every fault with
+partitions and crashes drawn more often (`parse_fault_mix`). A started fault is an `ActiveFault`
+object whose identity ties the events it queued (its stop, a vote crash) to it: an event for an earlier
 fault finds a different object and does nothing.
 """
 
@@ -41,6 +47,25 @@ FAULTS: dict[str, str] = {
     "fsync-stall": "the disk of one node, the leader or a minority of voters stalls for 0.5-9 s: "
     "its log flushes and snapshot writes complete only once it ends; messages, reads and ticks "
     "go on",
+    "zombie-rejoin": "cut the leader off with clients still reaching it (alone, or with one "
+    "follower in 5 or more voters) until the others elect and commit; then heal and kill the new "
+    "leader: the old one, a longer log of an older last epoch, rejoins and campaigns",
+    "diverge": "cut the leader off with one follower, which takes its uncommitted appends; once "
+    "the others commit under a new leader, cut that follower off alone while the leader is killed "
+    "again and again (2-3 leader changes with appends); back, it truncates across epochs",
+    "observer-lag": "cut an observer off (a broker, a node the membership nemesis added; with none "
+    "a follower) while the leader is killed once or twice, then let it back",
+    "chain": "fault changes with no heal between them: a partition, then (while it holds) the new "
+    "leader killed, or a different partition; the victims restart at the stop",
+    "pause": "pause the process (SIGSTOP) of the leader, a random node or a minority for 1-2 s, "
+    "less than the request timeout: it keeps its memory, its timers wait, what reaches it waits "
+    "and is handled in order once it resumes, its clock jumped",
+    "leader-stall": "pause the leader just past the fetch timeout (+0-600 ms): it resumes as a "
+    "deposed leader, its late answers and the new epoch's requests waiting for it (KIP-595)",
+    "crash-after-persist": "the leader or a random node crashes right after persisting a Ready "
+    "(a vote, an epoch, a completed flush) and before sending its messages; back within 1 s",
+    "vote-delay": "the leader crashes and restarts at once, and every Vote and pre-vote answer "
+    "takes 1-3.5 s, past its candidate's next election: late grants of older rounds",
     "membership": "voters in the log (KIP-853, kraft.version 1, bootstrap checkpoint), and all "
     "along the other faults: the leader is asked to add an observer (caught up or not) and to "
     "remove a voter (itself too), a removed node restarts as an observer, a disk is wiped (a new "
@@ -54,6 +79,21 @@ FAULTS: dict[str, str] = {
     "incarnation), then deliver its previous incarnation's registration to the leader: a late "
     "duplicate from the network",
 }
+
+SHAPES = ("zombie-rejoin", "diverge", "observer-lag", "chain")
+"""The targeted shapes (sim/shapes.py): faults that act in steps, watching the cluster, to reach
+the rare states where the core decides."""
+
+MIXES: dict[str, dict[str, int]] = {
+    "heavy": {
+        **{name: 1 for name in FAULTS},
+        "partition-halves": 3, "partition-isolate": 3, "partition-leader": 3,
+        "partition-ring": 2, "partition-bridge": 2, "crash": 4, "shutdown": 2,
+        "zombie-rejoin": 2, "diverge": 2, "chain": 3,
+    },
+}
+"""Named weighted mixes for `--faults`: `heavy` is every fault, partitions and crashes (and the
+shapes built from them) drawn several times as often as the network faults."""
 
 NETWORK_FAULTS = ("drop", "delay", "delay-long", "duplicate", "reorder")
 
@@ -89,16 +129,52 @@ class ActiveFault:
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """`all`, `none`, or a comma list of fault names. Raises ValueError listing the valid ones."""
+    """`all`, `none`, or a comma list of fault names (weights allowed, and ignored: see
+    `parse_fault_mix`). Raises ValueError listing the valid ones."""
+    return parse_fault_mix(text)[0]
+
+
+Weights = tuple[tuple[str, int], ...]
+"""The faults whose draws weigh other than 1, with their weights; empty: every fault alike."""
+
+
+def parse_fault_mix(text: str) -> tuple[tuple[str, ...], Weights]:
+    """The faults of `--faults` and their weights: `all`, `none`, a mix of `MIXES` (`heavy`), or a
+    comma list whose items are fault names with an optional `:weight` (a positive integer; 1 when
+    left out), `all` or a mix: `crash:3,partition-halves:3,drop`, `all,crash:4`. A later item's
+    weight replaces an earlier one's. Raises ValueError naming the bad item and the valid names."""
     text = text.strip()
-    if text == "all":
-        return tuple(FAULTS)
     if text in ("none", ""):
-        return ()
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [n for n in names if n not in FAULTS]
+        return (), ()
+    weights: dict[str, int] = {}
+    unknown: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item == "all":
+            weights.update({name: weights.get(name, 1) for name in FAULTS})
+            continue
+        if item in MIXES:
+            weights.update(MIXES[item])
+            continue
+        name, _, weight_text = item.partition(":")
+        name = name.strip()
+        if name not in FAULTS:
+            unknown.append(name)
+            continue
+        weights[name] = _weight(item, weight_text.strip()) if weight_text else 1
     if unknown:
-        raise ValueError(
-            f"unknown fault(s) {', '.join(unknown)}; valid: all, none, {', '.join(FAULTS)}"
-        )
-    return tuple(dict.fromkeys(names))
+        raise ValueError(f"unknown fault(s) {', '.join(unknown)}; valid: all, none, "
+                         f"{', '.join(MIXES)}, {', '.join(FAULTS)}")
+    names = tuple(weights)
+    return names, tuple((name, w) for name, w in weights.items() if w != 1)
+
+
+def _weight(item: str, text: str) -> int:
+    try:
+        weight = int(text)
+    except ValueError:
+        weight = 0
+    if weight < 1:
+        raise ValueError(f"bad fault weight {item!r}: want name:N with N a positive integer")
+    return weight

@@ -27,6 +27,21 @@ The quorum-state file is not stalled: `Ready` asks for it to be durable before t
 leave, and the host writes it at once, so holding it back would freeze the whole node (a pause,
 not a slow disk).
 
+Under `pause` and `leader-stall` a node's process is stopped as by SIGSTOP: it keeps its memory
+and its disk, but handles nothing. What reaches it meanwhile (messages, whose links are checked as
+they arrive and again when handled, though a process fault cuts none; client and voter-change
+requests; disk completions) waits in arrival order (`SimNode.held`), as in its socket buffers; a
+timer that comes due waits too. When it resumes (`resume`), its clock has jumped: the timer fires
+first, then what waited, in order, before anything else of that millisecond (Kafka's poll loop
+checks its timers before it reads the next message). A crash of a paused node loses what waited
+with it; a graceful shutdown resumes it first (the stop signal wakes it).
+
+Under `crash-after-persist` the victims crash between persisting a Ready and sending its messages:
+the quorum-state file is written (a vote granted, an epoch begun) or the step handled a completed
+flush (a follower's next Fetch, a leader's answers to parked fetches and clients), the rest of the
+Ready up to the messages is carried out, and then the process dies (`PersistCrasher`): the
+messages and the replies never leave. The nemesis restarts it a few ms to 1 s later.
+
 With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory
 id (from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
 the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an
@@ -97,8 +112,10 @@ from reference_node.raft.sim.events import (
     ClientReplyDue,
     Deliver,
     Dropped,
+    Event,
     EventQueue,
     Flushed,
+    PersistCrash,
     SnapshotDurable,
     SnapshotRefusal,
     TickDue,
@@ -136,9 +153,9 @@ class SimNode:
     """One node as its host sees it: the running core, if any, and what its disk holds."""
 
     __slots__ = ("alive", "core", "directory_id", "durable", "flush_again", "flush_target",
-                 "flushing", "id", "inc", "incarnation", "is_broker", "is_voter", "last_epoch",
-                 "last_hw", "led", "log_start", "pending", "qs", "rpc", "saved_log", "snapshots",
-                 "stop_by", "tick_at", "voters")
+                 "flushing", "held", "id", "inc", "incarnation", "is_broker", "is_voter",
+                 "last_epoch", "last_hw", "led", "log_start", "pending", "qs", "rpc", "saved_log",
+                 "snapshots", "stop_by", "tick_at", "voters")
 
     def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir,
                  is_broker: bool = False) -> None:
@@ -183,6 +200,17 @@ class SimNode:
         """The core was leader when its last Ready was carried out."""
         self.voters: VoterSet | None = None
         """KIP-853: the core's voter set when its last Ready was carried out."""
+        self.held: list[Event] | None = None
+        """While the process is paused (pause, leader-stall): the events that reached it, in
+        arrival order, handled once it resumes; None while it runs."""
+
+    def hold(self, event: Event) -> bool:
+        """Keep `event` for later if the process is paused (True), else let it be handled."""
+        held = self.held
+        if held is None:
+            return False
+        held.append(event)
+        return True
 
     def voter(self) -> Voter:
         """This replica as a VotersRecord (and an AddRaftVoter) names it."""
@@ -209,6 +237,7 @@ class SimNode:
         self.rpc = rpc
         self.led = False
         self.voters = core.voters
+        self.held = None
 
     def halt(self, saved_log: list[Entry]) -> None:
         """The process is gone; `saved_log` (from `log_start`) is what its disk holds."""
@@ -217,6 +246,7 @@ class SimNode:
         self.inc += 1
         self.core = None
         self.pending = {}
+        self.held = None  # a paused process killed: what waited for it is gone with it
 
     def durable_entry(self, offset: int) -> Entry | None:
         """The entry at `offset` as the disk holds it (flushed), or None."""
@@ -280,6 +310,22 @@ class VoteCrasher:
     node: int
 
 
+@dataclass(frozen=True, slots=True)
+class PersistCrasher:
+    """While `fault` (crash-after-persist) lasts, each of `nodes` crashes between persisting a
+    Ready and sending its messages: always after writing its quorum-state file, and with the
+    chance `FLUSH_CRASH_P` (drawn from `rng`, the nemesis stream) after handling a completed flush,
+    the commonest persist, so that a victim also lives to reach a vote."""
+
+    fault: ActiveFault
+    nodes: tuple[int, ...]
+    rng: random.Random
+
+
+FLUSH_CRASH_P = 0.3
+"""crash-after-persist: the chance that a victim dies after a completed flush's step."""
+
+
 class Cluster:
     """Every node's host, and the events that reach a node: deliveries, ticks, flushes."""
 
@@ -320,6 +366,10 @@ class Cluster:
         # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
         self.disk_speed = {n: disk_rng.randrange(1, 30) for n in node_ids}
         self.vote_crasher: VoteCrasher | None = None
+        self.persist_crasher: PersistCrasher | None = None
+        self.flushed_now: SimNode | None = None
+        """crash-after-persist: the node whose completed flush the step being carried out
+        handled."""
         self.stats = SnapshotStats()
         self.static_voters = VoterSet.of(voter_ids)
         self.dynamic = membership_rng is not None
@@ -379,7 +429,11 @@ class Cluster:
             self.stats.logs_invalid += 1
         node.boot(core, Rpc(self.request_ids), disk.start_offset,
                   disk.start_offset + len(disk.entries))
+        # A start's own Ready is no crash point of crash-after-persist: dying there would only
+        # loop through restarts.
+        crasher, self.persist_crasher = self.persist_crasher, None
         self.carry_out(node)
+        self.persist_crasher = crasher
 
     def stop(self, node: SimNode, graceful: bool) -> None:
         """Crash (unflushed entries and unfinished snapshot writes are lost), or begin a graceful
@@ -390,6 +444,8 @@ class Cluster:
         if not graceful:
             node.halt(list(core.log_view.read(node.log_start, node.durable)))
             return
+        if node.held is not None:
+            self.resume(node)  # the stop signal wakes a paused process; what waited comes after
         node.alive = False
         node.stop_by = self.queue.now + SHUTDOWN_TIMEOUT_MS
         core.step(Shutdown(), now_ms=self.queue.now)
@@ -455,6 +511,9 @@ class Cluster:
         node = self.nodes[event.dst]
         if node.core is None or node.inc != event.inc or not self.net.link_ok(event.src, event.dst):
             return DROPPED
+        if node.held is not None:
+            node.held.append(event)  # arrived: it waits in the paused process's socket buffer
+            return DROPPED
         request = node.rpc.request_of(event.rid)
         if not node.rpc.admit(event.src, event.msg, event.rid):
             return DROPPED
@@ -465,7 +524,10 @@ class Cluster:
         message = event.msg
         if self.brokers is not None and type(message) is BrokerHeartbeatRequest:
             self.brokers.delivered(node, message, self.queue.now)
-        core.step(Receive(event.src, message, request), now_ms=self.queue.now)
+        # The invariants of behaviour (invariants.py, `Behaviour`) step the message into the core
+        # themselves, to compare its public state before and after: one call per delivery.
+        self.inv.behaviour.receive(node.id, node.directory_id, core,
+                                   Receive(event.src, message, request), self.queue.now)
         return node
 
     def on_tick(self, event: TickDue) -> SimNode | Dropped:
@@ -473,6 +535,8 @@ class Cluster:
         now = self.queue.now
         if node.core is None or node.inc != event.inc or node.tick_at != now:
             return DROPPED
+        if node.held is not None:
+            return DROPPED  # due while paused: `resume` fires it (tick_at stays as it is)
         node.tick_at = NEVER
         core = node.core
         assert core is not None
@@ -485,10 +549,14 @@ class Cluster:
             return None
         if self.stalled and self._hold(node, event):
             return DROPPED
+        if node.hold(event):
+            return DROPPED
         node.flushing = False
         node.durable = max(node.durable, node.flush_target)
         core = node.core
         assert core is not None
+        if self.persist_crasher is not None:
+            self.flushed_now = node
         core.step(LogFlushed(node.flush_target))
         if node.flush_again:
             node.flush_again = False
@@ -503,6 +571,8 @@ class Cluster:
             return DROPPED
         if self.stalled and self._hold(node, event):
             return DROPPED
+        if node.hold(event):
+            return DROPPED
         if event.data is None:
             node.snapshots.write_image(event.snapshot_id, event.image)
             self.stats.written += 1
@@ -516,7 +586,7 @@ class Cluster:
 
     def on_snapshot_refusal(self, event: SnapshotRefusal) -> SimNode | Dropped:
         node = self.nodes[event.node]
-        if node.core is None or node.inc != event.inc:
+        if node.core is None or node.inc != event.inc or node.hold(event):
             return DROPPED
         self.stats.refused += 1
         node.core.step(SnapshotRefused(event.snapshot_id, event.reason), now_ms=self.queue.now)
@@ -531,8 +601,11 @@ class Cluster:
         assert core is not None
         ready = core.ready()
         if ready:
-            self._carry_out(node, ready)
+            if not self._carry_out(node, ready):
+                return  # crashed between persisting and sending (crash-after-persist)
             core.advance(ready)
+        else:
+            self.flushed_now = None  # a completed flush whose step asked for nothing
         # Inline rather than a call of its own: this runs after every event.
         epoch = core.epoch
         if epoch != node.last_epoch:
@@ -568,7 +641,8 @@ class Cluster:
                 node.tick_at = deadline
                 self.queue.push(deadline, TickDue(node.id, node.inc))
 
-    def _carry_out(self, node: SimNode, ready: Ready) -> None:
+    def _carry_out(self, node: SimNode, ready: Ready) -> bool:
+        """`ready`, in its order; False if the node crashed before its messages (it is down)."""
         inv = self.inv
         if ready.quorum_state is not None:
             node.qs = ready.quorum_state
@@ -594,6 +668,8 @@ class Cluster:
                 node.log_start = sid.end_offset
                 inv.log_start(node.id, sid.end_offset, node.snapshots, "deleting the log below it")
             node.delete_snapshots_before(sid)
+        if self.persist_crasher is not None and self._crashes_after_persist(node, ready):
+            return False
         if ready.messages:
             self._send(node, ready.messages)
         for reply in ready.replies:
@@ -610,6 +686,7 @@ class Cluster:
                 inv.leader(node.id, ev["epoch"])
         if self.brokers is not None and ready.events:
             self.brokers.on_events(node, ready.events, self.queue.now)
+        return True
 
     def _reset_log(self, node: SimNode, sid: SnapshotId) -> None:
         """An installed snapshot: the log is empty from its end offset; older snapshots go."""
@@ -656,6 +733,8 @@ class Cluster:
                 if bad is not None:
                     message = dataclasses.replace(message, data=bad)
             times = delivery_times(now, node.id, to)
+            if times and net.vote_delay is not None and type(message) is VoteResponse:
+                times = net.vote_delayed(times)
             if times:
                 event = Deliver(to, dst.inc, node.id, message, rid)
                 for at_ms in times:
@@ -679,6 +758,50 @@ class Cluster:
         node.flushing = True
         node.flush_target = core.log_view.end_offset
         self.queue.push(self.disk_time(node), Flushed(node.id, node.inc))
+
+    # --- pause, leader-stall and crash-after-persist ---------------------------------------------
+
+    def pause(self, node: SimNode) -> None:
+        """Stop `node`'s process as SIGSTOP does: from now on what reaches it waits (`held`)."""
+        if node.core is not None and node.held is None:
+            node.held = []
+
+    def resume(self, node: SimNode) -> None:
+        """The paused process runs again, its clock jumped to now: a timer that came due while it
+        was stopped fires first, then what waited, in the order it arrived, all before anything
+        else queued for this millisecond (what arrives now comes after its backlog)."""
+        held, node.held = node.held, None
+        if held is None or node.core is None:
+            return
+        now = self.queue.now
+        backlog: list[Event] = []
+        if node.tick_at <= now:
+            node.tick_at = now
+            backlog.append(TickDue(node.id, node.inc))
+        backlog += held
+        self.queue.push_first(now, backlog)
+
+    def resume_all(self) -> None:
+        """Every paused process runs again (its fault stopped, or the heal)."""
+        for node in self.nodes.values():
+            if node.held is not None:
+                self.resume(node)
+
+    def _crashes_after_persist(self, node: SimNode, ready: Ready) -> bool:
+        """crash-after-persist: crash `node` now, its Ready persisted and its messages not sent, if
+        it is a victim and this Ready persisted something before messages or replies."""
+        crasher = self.persist_crasher
+        assert crasher is not None
+        flushed, self.flushed_now = self.flushed_now, None
+        if node.id not in crasher.nodes or not (ready.messages or ready.replies):
+            return False
+        if ready.quorum_state is None and (
+            flushed is not node or crasher.rng.random() >= FLUSH_CRASH_P
+        ):
+            return False
+        self.stop(node, graceful=False)
+        self.queue.push(self.queue.now, PersistCrash(crasher.fault, node.id, node.inc))
+        return True
 
     # --- fsync-stall ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | SnapshotWithinHighWatermark | no snapshot holds entries above the HW of the node that took it, when it took it |
 | LogStartAtSnapshot | a node's log start offset is 0 or the end offset of one of its durable snapshots (checked as it moves: on install, on deletion below a snapshot) |
 | ObserversFollow | no observer ends the run stranded: in an epoch above every voter's and behind what was committed when faults healed (an observer that campaigns, `observer-campaign`, strands itself in an epoch no leader has and stops replicating: KAFKA-17067's harm, brokers stuck on stale metadata) |
-| ZombieStepDown | a leader cut off from a majority (of the voter set it holds) is no longer leader once the leader progress timeout (plus delivery slack) has passed |
+| ZombieStepDown | a leader cut off from a majority (of the voter set it holds) is no longer leader once twice the leader progress timeout (plus delivery slack) has passed: Kafka's check-quorum counts fetches from before the cut toward the majority that restarts its timer (sim/zombies.py) |
 | SingleVoterChange | (KIP-853) a leader's log holds at most one uncommitted voter change: at most one VotersRecord at or above the committed end (checked when a leader is elected and when it appends a change) |
 | VoterSetsOverlap | (KIP-853) a leader's committed voter set and its latest one overlap: every majority of one meets every majority of the other |
 | VoterSetAtLogEnd | (KIP-853) every replica's voter set is the one its log ends with: its last VotersRecord, else its snapshot's (checked whenever its voter entries may have changed: appended, truncated, installed) |
@@ -29,6 +29,20 @@ every event stays cheap. A broken invariant raises `Violation` naming it.
 | SessionExpiry | (brokers) a leader's view (its log, committed or not) keeps no broker unfenced longer than broker.session.timeout.ms (+ 1 ms) after its last heartbeat to that leader, or the leader's election (sim/brokers.py) |
 | BrokersAgree | (brokers) a node's image at offset k holds the brokers the committed log's first k entries register (they are part of the image; snapshots compare them too, SnapshotMatchesLog) |
 | BrokersLive | (brokers) when a fault-free or healed run ends, every broker is active, serving, and listed unfenced with its current incarnation by the leader |
+| StepDownOnHigherEpoch | (behaviour) a node that handled a message naming a higher epoch than its own is in that epoch after the step: a leader no longer leads, a candidate or prospective no longer runs in its old epoch. The messages that carry that authority: every response it acts on (not an answer to a fetch no longer in flight, which it ignores), a Vote (not a pre-vote: KIP-996), BeginQuorumEpoch and EndQuorumEpoch requests it did not refuse. (A Fetch naming a newer epoch is refused, not followed: KIP-595's Fetch handling, step 2.) |
+| GrantsOfOwnEpoch | (behaviour) a candidate's tally holds only grants of its own epoch (a granted Vote answering its Vote for that epoch), a prospective's only pre-vote grants answering its pre-vote for the epoch it asks for; a candidate that wins has a majority of such grants (its LeaderChange record names no one else), and so has a prospective that becomes candidate |
+| VoteOncePerEpoch | (behaviour) a replica (node id and directory id: a wiped disk is another) votes for at most one candidate per epoch, itself included, across restarts (KIP-595 Vote handling, step 3; the quorum-state file holds the vote) |
+| VoteForUpToDateLog | (behaviour) a vote or pre-vote is granted only to a candidate whose log (last epoch, end offset) is at least as up to date as the voter's when the request arrived (KIP-595 Vote handling, step 4.2; Raft 5.4.1); a vote granted again to the candidate it already voted for in that epoch is step 3's, and exempt |
+| RecordsFromLeader | (behaviour) a follower appends or truncates on a Fetch answer only when it comes from the leader it follows, in its epoch (KIP-595 Fetch response handling) |
+| FetchInOwnEpoch | (behaviour) a fetch names the epoch of the node that sends it (CurrentLeaderEpoch), and goes to the leader it follows when it knows one (checked on the fetches sent while handling a Fetch answer or a BeginQuorumEpoch/EndQuorumEpoch: most of them) |
+| StaleEpochRefused | (behaviour) a request naming an epoch below the receiver's is refused, and leaves its epoch, leader and vote as they were (KIP-595: FENCED_LEADER_EPOCH) |
+
+The invariants of behaviour (`Behaviour`) judge what handling one delivered message did to the node
+that handled it, from what its host sees: the message (and the request a response answers), the
+core's public state before and after the step (epoch, leader, vote, role, log end, a round's
+tally), and the step's Ready (the answer, the state events, the LeaderChange record). They never
+call the core's own decision code; the host steps every delivered message through
+`Behaviour.receive`.
 
 The broker checks are on only with brokers (`Invariants(brokers=True)`): a run without brokers pays
 nothing for them. Broker records are recognised by the design's format (a JSON object whose first
@@ -46,11 +60,32 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Collection, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reference_node.raft.api import Receive
 from reference_node.raft.image import GENESIS_DIGEST, Image
-from reference_node.raft.messages import Entry, EntryKind, SnapshotId
+from reference_node.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderChange,
+    Message,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
 from reference_node.raft.voters import VoterSet, overlapping
+
+if TYPE_CHECKING:
+    from reference_node.raft.core import RaftCore
 
 INVARIANTS = (
     "SingleLeader",
@@ -77,6 +112,13 @@ INVARIANTS = (
     "SessionExpiry",
     "BrokersAgree",
     "BrokersLive",
+    "StepDownOnHigherEpoch",
+    "GrantsOfOwnEpoch",
+    "VoteOncePerEpoch",
+    "VoteForUpToDateLog",
+    "StaleEpochRefused",
+    "RecordsFromLeader",
+    "FetchInOwnEpoch",
 )
 
 CHECKPOINT_EVERY = 64
@@ -122,6 +164,8 @@ class Invariants:
         at index k (the same tuple until a broker record changes them)."""
         self.registered: dict[int, tuple[uuid.UUID, int]] = {}
         """Broker id -> (incarnation, epoch) of its latest committed registration."""
+        self.behaviour = Behaviour()
+        """The invariants of behaviour: the host steps every delivered message through it."""
 
     def leader(self, node: int, epoch: int) -> None:
         other = self.leaders.setdefault(epoch, node)
@@ -457,6 +501,314 @@ class Invariants:
                 f"node {node} is still leader {cut_for_ms} ms after losing its majority "
                 f"(limit {limit_ms} ms)",
             )
+
+
+Replica = tuple[int, uuid.UUID | None]
+"""A replica: its node id and its directory id (None with static voters; a wiped disk is a new
+replica of the same id, KIP-853)."""
+
+
+class Behaviour:
+    """The invariants of behaviour (the table above): what handling one delivered message must
+    have done to the node that handled it.
+
+    `receive` steps the message into the core, as the host would, and judges the step from the
+    message, the core's public state just before and after it, and the step's Ready (the host
+    advanced the previous one, so `core.ready()` holds exactly this step's output). Most messages
+    are fetches of the epoch the node is in: they cost one comparison. The memory kept is small:
+    the votes each replica cast, by epoch, and the grants each node received, by round.
+    """
+
+    __slots__ = ("grants", "votes")
+
+    def __init__(self) -> None:
+        self.votes: dict[Replica, dict[int, int]] = {}
+        """Replica -> epoch -> the candidate it voted for in that epoch (itself, as a candidate)."""
+        self.grants: dict[tuple[int, int, bool], set[int]] = {}
+        """(node, epoch, pre-vote) -> the voters whose grant of that round reached the node: a
+        granted Vote answering its Vote for that epoch, or a granted pre-vote answering its
+        pre-vote asking for that epoch (its own epoch + 1)."""
+
+    def receive(self, node: int, directory_id: uuid.UUID | None, core: RaftCore,
+                receive: Receive, now_ms: int) -> None:
+        """Step `receive` into `core` (node `node`, on the disk `directory_id`) and judge it."""
+        rule = _RULES.get(type(receive.message))
+        if rule is None:
+            core.step(receive, now_ms=now_ms)  # a broker message: no epoch, no vote
+            return
+        rule(self, (node, directory_id), core, receive, now_ms)
+
+    # --- the rules, one per kind of message --------------------------------------------------
+
+    def _fetch_request(self, replica: Replica, core: RaftCore, receive: Receive,
+                       now_ms: int) -> None:
+        request = receive.message
+        assert isinstance(request, FetchRequest | FetchSnapshotRequest)
+        if request.current_leader_epoch >= core.epoch:
+            core.step(receive, now_ms=now_ms)  # the common case: nothing to judge
+            return
+        self._stale(replica[0], core, receive, now_ms)
+
+    def _from_leader(self, replica: Replica, core: RaftCore, receive: Receive,
+                     now_ms: int) -> None:
+        """BeginQuorumEpoch and EndQuorumEpoch: the leader of a higher epoch is followed."""
+        request = receive.message
+        assert isinstance(request, BeginQuorumEpochRequest | EndQuorumEpochRequest)
+        before = core.epoch
+        if request.leader_epoch < before:
+            self._stale(replica[0], core, receive, now_ms)
+            return
+        core.step(receive, now_ms=now_ms)
+        _fetches_in_own_epoch(replica[0], core)
+        if request.leader_epoch > before:
+            answer = _answer(core, request)
+            if answer is not None and answer.error == ErrorCode.none:
+                _stepped_down(replica[0], core, request, request.leader_epoch, before)
+
+    def _vote_request(self, replica: Replica, core: RaftCore, receive: Receive,
+                      now_ms: int) -> None:
+        request = receive.message
+        assert isinstance(request, VoteRequest)
+        before, voted = core.epoch, core.voted_id
+        if request.candidate_epoch < before:
+            self._stale(replica[0], core, receive, now_ms)
+            return
+        log_before = (core.last_epoch, core.log_end_offset)
+        core.step(receive, now_ms=now_ms)
+        answer = _answer(core, request)
+        if not isinstance(answer, VoteResponse):
+            return
+        node = replica[0]
+        if voted is not None:
+            self._voted(replica, before, voted)
+        if answer.vote_granted:
+            # The same vote granted again (a resent request) is KIP-595's step 3, not a new
+            # judgement of the logs: the log may have grown since, from this very candidate.
+            again = not request.pre_vote and voted == request.candidate_id and \
+                before == request.candidate_epoch
+            candidate_log = (request.last_offset_epoch, request.last_offset)
+            if not again and candidate_log < log_before:
+                kind = "pre-vote" if request.pre_vote else "vote"
+                raise Violation(
+                    "VoteForUpToDateLog",
+                    f"node {node} granted its {kind} for epoch {request.candidate_epoch} to "
+                    f"{request.candidate_id}, whose log ends at {request.last_offset} in epoch "
+                    f"{request.last_offset_epoch}; its own ended at {log_before[1]} in epoch "
+                    f"{log_before[0]}",
+                )
+            if not request.pre_vote:
+                self._voted(replica, request.candidate_epoch, request.candidate_id)
+        if core.voted_id is not None:
+            self._voted(replica, core.epoch, core.voted_id)
+        if not request.pre_vote and request.candidate_epoch > before and \
+                answer.error == ErrorCode.none:
+            _stepped_down(node, core, request, request.candidate_epoch, before)
+
+    def _vote_response(self, replica: Replica, core: RaftCore, receive: Receive,
+                       now_ms: int) -> None:
+        response = receive.message
+        assert isinstance(response, VoteResponse)
+        node = replica[0]
+        before, role = core.epoch, core.state_name
+        core.step(receive, now_ms=now_ms)
+        if response.leader_epoch > before:
+            _stepped_down(node, core, response, response.leader_epoch, before)
+        if response.vote_granted and response.error == ErrorCode.none:
+            key = _round(node, response, receive.in_reply_to, role, before)
+            if key is not None:
+                self.grants.setdefault(key, set()).add(receive.src)
+        self._tally(node, core, role, before)
+
+    def _response(self, replica: Replica, core: RaftCore, receive: Receive,
+                  now_ms: int) -> None:
+        """Every other response: its epoch, when higher, is the node's after the step. An answer
+        to a fetch that is no longer the one in flight is ignored (Kafka's RequestManager), so
+        it proves nothing; that pairing is read from the core's state before the step."""
+        response = receive.message
+        assert isinstance(response, BeginQuorumEpochResponse | EndQuorumEpochResponse
+                          | FetchResponse | FetchSnapshotResponse)
+        before = core.epoch
+        if response.leader_epoch <= before:
+            core.step(receive, now_ms=now_ms)  # the common case: one look at what it did
+            ready = core.ready()
+            if (ready.entries or ready.truncate_to is not None) and type(response) is FetchResponse:
+                _records_from_leader(replica[0], core, receive.src, response)
+            if ready.messages:
+                _fetches_in_own_epoch(replica[0], core)
+            return
+        acted_on = True
+        if isinstance(response, FetchResponse | FetchSnapshotResponse):
+            request = receive.in_reply_to
+            acted_on = request is None or request == getattr(core.state, "fetch_in_flight", None)
+        core.step(receive, now_ms=now_ms)
+        if acted_on:
+            _stepped_down(replica[0], core, response, response.leader_epoch, before)
+
+    def _stale(self, node: int, core: RaftCore, receive: Receive, now_ms: int) -> None:
+        """StaleEpochRefused: a request below the node's epoch."""
+        request = receive.message
+        epoch = getattr(request, "epoch", None)
+        state = core.quorum_state()
+        core.step(receive, now_ms=now_ms)
+        answer = _answer(core, request)
+        after = core.quorum_state()
+        if answer is not None and answer.error != ErrorCode.none and after == state:
+            return
+        refused = answer is not None and answer.error != ErrorCode.none
+        raise Violation(
+            "StaleEpochRefused",
+            f"node {node} in epoch {state.leader_epoch} {'refused' if refused else 'accepted'} "
+            f"{type(request).__name__} of epoch {epoch} from {receive.src}; its quorum state "
+            f"went from {state} to {after}",
+        )
+
+    # --- votes and rounds ----------------------------------------------------------------------
+
+    def _voted(self, replica: Replica, epoch: int, candidate: int) -> None:
+        """VoteOncePerEpoch: `replica` holds (or just cast) its vote in `epoch` for `candidate`."""
+        votes = self.votes.setdefault(replica, {})
+        first = votes.setdefault(epoch, candidate)
+        if first != candidate:
+            raise Violation(
+                "VoteOncePerEpoch",
+                f"node {replica[0]} voted for {first} in epoch {epoch}, then for {candidate}",
+            )
+
+    def _tally(self, node: int, core: RaftCore, role: str, before: int) -> None:
+        """GrantsOfOwnEpoch, after a vote answer: the round still open counts only its own
+        grants; a round won in this step had a majority of them."""
+        name = core.state_name
+        if name == "candidate" or name == "prospective":
+            pre = name == "prospective"
+            epoch = core.epoch + 1 if pre else core.epoch
+            allowed = self.grants.get((node, epoch, pre), set())
+            granted: set[int] = getattr(core.state, "granted", set())
+            strays = granted - allowed - {node}
+            if strays:
+                kind = "pre-vote" if pre else "vote"
+                raise Violation(
+                    "GrantsOfOwnEpoch",
+                    f"{name} {node} in epoch {core.epoch} counts {sorted(strays)} among the grants "
+                    f"of its {kind} for epoch {epoch}; only {sorted(allowed)} granted that",
+                )
+        ready = core.ready()
+        for event in ready.events:
+            if event["type"] != "state":
+                continue
+            if event["state"] == "leader":
+                self._won(node, core, ready.entries, event["epoch"])
+            elif event["state"] == "candidate" and role == "prospective" and \
+                    event["epoch"] == before + 1:
+                self._majority(node, core, "pre-vote", before + 1,
+                               self.grants.get((node, before + 1, True), set()))
+
+    def _won(self, node: int, core: RaftCore, entries: list[Entry], epoch: int) -> None:
+        allowed = self.grants.get((node, epoch, False), set())
+        for entry in entries:
+            if entry.kind is EntryKind.LEADER_CHANGE and entry.epoch == epoch:
+                named = set(LeaderChange.decode(entry.payload).granting_voters) - {node}
+                if not named <= allowed:
+                    raise Violation(
+                        "GrantsOfOwnEpoch",
+                        f"leader {node} of epoch {epoch} names {sorted(named - allowed)} as "
+                        f"granting voters in its LeaderChange record; only {sorted(allowed)} "
+                        "granted that epoch",
+                    )
+        self._majority(node, core, "vote", epoch, allowed)
+
+    def _majority(self, node: int, core: RaftCore, kind: str, epoch: int,
+                  allowed: set[int]) -> None:
+        voters = core.voters
+        if voters.count(allowed | {node}) < voters.majority:
+            raise Violation(
+                "GrantsOfOwnEpoch",
+                f"node {node} won its {kind} for epoch {epoch} with grants of that epoch from "
+                f"{sorted(allowed)} only (voters {voters.sorted()}, majority {voters.majority})",
+            )
+
+
+_Rule = Callable[[Behaviour, Replica, "RaftCore", Receive, int], None]
+
+_RULES: dict[type, _Rule] = {
+    FetchRequest: Behaviour._fetch_request,
+    FetchSnapshotRequest: Behaviour._fetch_request,
+    FetchResponse: Behaviour._response,
+    FetchSnapshotResponse: Behaviour._response,
+    BeginQuorumEpochRequest: Behaviour._from_leader,
+    EndQuorumEpochRequest: Behaviour._from_leader,
+    BeginQuorumEpochResponse: Behaviour._response,
+    EndQuorumEpochResponse: Behaviour._response,
+    VoteRequest: Behaviour._vote_request,
+    VoteResponse: Behaviour._vote_response,
+}
+"""The rule for each Raft message; broker messages (no epoch) have none."""
+
+
+def _round(node: int, grant: VoteResponse, request: Message | None, role: str,
+           before: int) -> tuple[int, int, bool] | None:
+    """The round a grant belongs to: the epoch its request asked for (a real vote is granted in
+    that very epoch), or None for a grant that answers no vote request of the same kind. Without
+    the request (a host that does not pair answers): a real grant's epoch is its own, a pre-vote
+    grant reaching a prospective is for the epoch it asks for."""
+    if request is None:
+        if not grant.pre_vote:
+            return (node, grant.leader_epoch, False)
+        return (node, before + 1, True) if role == "prospective" else None
+    if not isinstance(request, VoteRequest) or request.pre_vote != grant.pre_vote:
+        return None
+    if not grant.pre_vote and grant.leader_epoch != request.candidate_epoch:
+        return None
+    return (node, request.candidate_epoch, grant.pre_vote)
+
+
+def _answer(core: RaftCore, request: Message) -> Any:
+    """The response the step sent to `request` (the core names the request it answers), or None
+    (a fetch parked until there is something to send)."""
+    for send in reversed(core.ready().messages):
+        if send.in_reply_to is request:
+            return send.message
+    return None
+
+
+def _records_from_leader(node: int, core: RaftCore, src: int, response: FetchResponse) -> None:
+    """RecordsFromLeader: a Fetch answer that changed the log came from the leader the node
+    follows, in its epoch."""
+    if core.is_leader or (src == core.leader_id and response.leader_epoch == core.epoch):
+        return
+    raise Violation(
+        "RecordsFromLeader",
+        f"node {node} ({core.state_name} of {core.leader_id} in epoch {core.epoch}) changed its "
+        f"log on a Fetch answer from {src} in epoch {response.leader_epoch}",
+    )
+
+
+def _fetches_in_own_epoch(node: int, core: RaftCore) -> None:
+    """FetchInOwnEpoch: every fetch the step sent names the node's epoch, and goes to the leader
+    it follows when it knows one."""
+    for send in core.ready().messages:
+        message = send.message
+        kind = type(message)
+        if kind is not FetchRequest and kind is not FetchSnapshotRequest:
+            continue
+        leader = core.leader_id
+        epoch = message.current_leader_epoch  # type: ignore[union-attr]
+        if epoch != core.epoch or (leader is not None and send.dst != leader):
+            raise Violation(
+                "FetchInOwnEpoch",
+                f"node {node} ({core.state_name} of {leader} in epoch {core.epoch}) sent a "
+                f"{kind.__name__} naming epoch {epoch} to {send.dst}",
+            )
+
+
+def _stepped_down(node: int, core: RaftCore, message: Message, epoch: int, before: int) -> None:
+    """StepDownOnHigherEpoch: `node`, in epoch `before`, handled `message` naming `epoch`."""
+    if core.epoch < epoch:
+        role = core.state_name
+        raise Violation(
+            "StepDownOnHigherEpoch",
+            f"node {node} handled {type(message).__name__} of epoch {epoch} in epoch {before} "
+            f"and is still {role} in epoch {core.epoch}",
+        )
 
 
 def _broker_record(entry: Entry) -> dict[str, Any] | None:

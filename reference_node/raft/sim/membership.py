@@ -44,8 +44,10 @@ from dataclasses import dataclass, field
 from reference_node.raft.api import AddVoter, RemoveVoter
 from reference_node.raft.messages import ErrorCode
 from reference_node.raft.sim.events import (
+    DROPPED,
     AdminReply,
     AdminRequest,
+    Dropped,
     EventQueue,
     MembershipAct,
     MembershipStart,
@@ -125,12 +127,14 @@ class MembershipNemesis:
         self.act()
         self.queue.push(now + self.rng.randrange(300, 2500), MembershipAct())
 
-    def on_request(self, event: AdminRequest) -> SimNode | None:
+    def on_request(self, event: AdminRequest) -> SimNode | Dropped | None:
         node = self.cluster.nodes[event.node]
         if node.core is None or not node.alive or node.inc != event.inc:
             self.asked.pop(event.request.request_id, None)
             self.stats.unanswered += 1
             return None
+        if node.hold(event):
+            return DROPPED  # a paused leader (host.py): the request waits for it to resume
         node.core.step(event.request, now_ms=self.queue.now)
         return node
 

@@ -18,6 +18,17 @@ node or the largest minority of voters (`Cluster.stall_disks`), and its stop, li
 releases them (`Cluster.release_disks`). It lasts as long as any fault (`fault_duration`): 0.5-4 s,
 a quarter of the time 5-9 s, past the election and check-quorum timeouts.
 
+pause and leader-stall stop processes without killing them (`Cluster.pause`): pause the leader (half
+the time), a random node or the largest minority of voters, each for 1-2 s, shorter than the request
+timeout, so that their late answers still count; leader-stall the leader (or, with none, a random
+voter) for the fetch timeout plus 0-600 ms, so that the voters elect without it and it resumes as a
+deposed leader. Each resumes at its own time (`Resume`), or at the stop or the heal. Under
+crash-after-persist the leader (most often) or a random node dies between persisting a Ready and
+sending its messages, again and again while the fault lasts (`PersistCrash`, from the host), back
+2-999 ms later (`VoterRestart`). vote-delay crashes and restarts the leader, so that the voters
+elect, and holds every Vote and pre-vote answer back 1-3.5 s, past its candidate's election timeout
+and backoff.
+
 With brokers, the broker faults (faults.BROKER_FAULTS) take `BROKER_SHARE` of the turns; a run
 without brokers draws nothing more than it drew before they existed. broker-isolate cuts a broker
 off from every other node for 1-9 s (the session timeout is 3 s, the broker's own 4.5 s in the
@@ -38,20 +49,34 @@ from collections.abc import Callable
 
 from reference_node.raft.messages import BrokerRegistrationRequest
 from reference_node.raft.sim.events import (
+    DROPPED,
     BrokerReplay,
     BrokerRestart,
     Deliver,
+    Dropped,
     EventQueue,
     FaultStart,
     FaultStop,
     Heal,
+    PersistCrash,
     Rejoin,
+    Resume,
+    ShapeStep,
     VoteCrash,
     VoterRestart,
 )
 from reference_node.raft.sim.faults import ActiveFault
-from reference_node.raft.sim.host import Cluster, VoteCrasher
+from reference_node.raft.sim.host import Cluster, PersistCrasher, VoteCrasher
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.shapes import (
+    POLL_MS,
+    STEPS,
+    Shape,
+    start_chain,
+    start_diverge,
+    start_observer_lag,
+    start_zombie_rejoin,
+)
 from reference_node.raft.sim.zombies import ZombieWatch
 
 LAGGING = ("lagging-follower", "corrupt-snapshot")
@@ -74,10 +99,16 @@ class Nemesis:
         queue: EventQueue,
         rng: random.Random,
         broker_faults: tuple[str, ...] = (),
+        weights: dict[str, int] | None = None,
     ) -> None:
+        """`weights`: the draw weight of each fault that weighs other than 1 (`--faults
+        crash:3`); without any, every fault is drawn alike, as it always was."""
         self.faults = faults
         self.broker_faults = broker_faults
         """The broker faults that take turns too (none without brokers)."""
+        weights = weights or {}
+        self.weights = _weights_of(faults, weights)
+        self.broker_weights = _weights_of(broker_faults, weights)
         self.heal_ms = heal_ms
         self.cluster = cluster
         self.net: Network = cluster.net
@@ -88,6 +119,13 @@ class Nemesis:
         self.replay: tuple[int, BrokerRegistrationRequest] | None = None
         """broker-stale-registration's start: the broker it killed and the registration its
         killed incarnation sent."""
+        self.shape: Shape | None = None
+        """The running targeted shape's state (sim/shapes.py), if the active fault is one."""
+        self.resumes: list[tuple[int, int]] = []
+        """pause and leader-stall's start: each paused node and when it resumes."""
+        self.casualties: list[int] = []
+        """Nodes the active fault killed after its start (a shape's step): restarted at its
+        stop, as its victims are."""
 
     def schedule(self) -> None:
         """Queue the first start (when there is a fault to take turns) and the heal (when the
@@ -104,9 +142,9 @@ class Nemesis:
             return
         rng = self.rng
         if self.broker_faults and (not self.faults or rng.random() < BROKER_SHARE):
-            name = rng.choice(self.broker_faults)
+            name = _draw(rng, self.broker_faults, self.broker_weights)
         else:
-            name = rng.choice(self.faults)
+            name = _draw(rng, self.faults, self.weights)
         victims = FAULT_STARTS[name](self)
         stalled = tuple(self.cluster.stalled) or None
         fault = ActiveFault(name, victims, stalled)
@@ -116,6 +154,10 @@ class Nemesis:
             self.cluster.vote_crasher = VoteCrasher(fault, fault.victims[0])
         if self.replay is not None:
             self._queue_replay(fault)
+        self._arm_process_fault(fault)
+        if self.shape is not None:
+            step, after_ms = self.shape.first
+            self.queue.push(self.queue.now + after_ms, ShapeStep(fault, step))
         self.zombies.recompute(self.queue.now)
         self.queue.push(self.queue.now + fault_duration(name, rng), FaultStop(fault))
 
@@ -133,6 +175,42 @@ class Nemesis:
                 self.cluster.start(node)
         self.zombies.recompute(self.queue.now)
 
+    def on_step(self, event: ShapeStep) -> Dropped | None:
+        """A targeted shape's step (sim/shapes.py), while its fault lasts. A step that only
+        looked (its state not reached yet) looks again later and leaves no trace line."""
+        shape = self.shape
+        if self.queue.now >= self.heal_ms or self.active is not event.fault or shape is None:
+            return DROPPED
+        before = self.queue.seq
+        if STEPS[event.step](self, shape):
+            return None
+        if self.queue.seq == before:
+            self.step_in(POLL_MS, event.step)
+        return DROPPED
+
+    def step_in(self, after_ms: int, step: str) -> None:
+        """Queue the active shape's `step` `after_ms` from now."""
+        assert self.active is not None
+        self.queue.push(self.queue.now + after_ms, ShapeStep(self.active, step))
+
+    def kill(self, node_id: int) -> None:
+        """Crash a running node for the rest of the active fault (a casualty: back at its stop)."""
+        node = self.cluster.nodes[node_id]
+        if node.alive:
+            self.cluster.stop(node, graceful=False)
+            self.casualties.append(node_id)
+            self.zombies.recompute(self.queue.now)
+
+    def bounce(self, node_id: int, after_ms: int) -> None:
+        """Crash a running node and bring it back `after_ms` later (`VoterRestart`), if the active
+        fault still runs then; else its stop restarts it."""
+        node = self.cluster.nodes[node_id]
+        if not node.alive:
+            return
+        assert self.active is not None
+        self.kill(node_id)
+        self.queue.push(self.queue.now + after_ms, VoterRestart(self.active, node_id, node.inc))
+
     def on_vote_crash(self, event: VoteCrash) -> None:
         """The bridge just granted a vote: it dies before anything else reaches it."""
         now = self.queue.now
@@ -149,7 +227,8 @@ class Nemesis:
         """A node its fault crashed comes back, if the fault still runs and the node is still down
         in that incarnation: crash-after-vote's bridge 1-4 ms after its crash, well inside the
         election, so that a candidate still asking finds it up and only its quorum-state file
-        remembers the vote; broker-stale-registration's broker, as a new incarnation."""
+        remembers the vote; broker-stale-registration's broker, as a new incarnation; a leader a
+        shape's churn killed, so that the majority stays."""
         if self.queue.now >= self.heal_ms or self.active is not event.fault:
             return
         node = self.cluster.nodes[event.node]
@@ -195,11 +274,14 @@ class Nemesis:
         if fault is None:
             return
         self.active = None
+        self.shape = None
         self.cluster.vote_crasher = None
+        self._end_process_faults()
         self.cluster.release_disks()
         # One fault at a time, so a clean network undoes whichever fault this was.
         self.net.heal()
-        for n in fault.victims or ():
+        casualties, self.casualties = self.casualties, []
+        for n in (*(fault.victims or ()), *casualties):
             node = self.cluster.nodes[n]
             if not node.alive:
                 self.cluster.start(node)
@@ -364,6 +446,113 @@ class Nemesis:
         return None
 
 
+    # --- process pauses, stalls and slow votes ---------------------------------------------------
+
+    def start_pause(self) -> Victims:
+        """Pause the leader (half the time), a random node, or the largest minority of voters,
+        each for 1-2 s: less than the request timeout, so that what it answers late still
+        counts."""
+        rng = self.rng
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        roll = rng.random()
+        if leader is not None and roll < 0.5:
+            victims = [leader]
+        elif roll < 0.75:
+            victims = self._a_live_node()
+        else:
+            voters = cluster.current_voters()
+            alive = [n for n in voters if cluster.nodes[n].alive]
+            victims = sorted(rng.sample(alive, min(len(alive), max(1, (len(voters) - 1) // 2))))
+        return self._pause(victims, [rng.randrange(1000, 2001) for _ in victims])
+
+    def start_leader_stall(self) -> Victims:
+        """Pause the leader (with none, a random voter) for the fetch timeout plus 0-600 ms: the
+        voters elect without it, and it resumes leading an older epoch, its fetchers' requests
+        and the new epoch's votes waiting for it (KIP-595: it must step down)."""
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        if leader is None:
+            leader = self.rng.choice(cluster.current_voters())
+        return self._pause([leader], [cluster.config.fetch_timeout_ms + self.rng.randrange(601)])
+
+    def _pause(self, victims: list[int], pauses_ms: list[int]) -> Victims:
+        """Pause `victims`; `_arm_process_fault` queues each one's resume after its pause."""
+        now = self.queue.now
+        paused = []
+        for n, ms in zip(victims, pauses_ms, strict=True):
+            node = self.cluster.nodes[n]
+            if node.core is not None:
+                self.cluster.pause(node)
+                self.resumes.append((n, now + ms))
+                paused.append(n)
+        return tuple(paused) or None
+
+    def start_crash_after_persist(self) -> Victims:
+        """The leader (60%) or a random live node: the host crashes it after each Ready that
+        persisted before sending (`Cluster.persist_crasher`, armed once the fault exists)."""
+        cluster = self.cluster
+        leader = cluster.leader_id()
+        if leader is not None and self.rng.random() < 0.6:
+            return (leader,)
+        return tuple(self._a_live_node()) or None
+
+    def _a_live_node(self) -> list[int]:
+        """One running node at random (none if every node is down)."""
+        nodes = self.cluster.nodes
+        alive = [n for n in self.cluster.node_ids if nodes[n].alive]
+        return [self.rng.choice(alive)] if alive else []
+
+    def start_vote_delay(self) -> Victims:
+        """Hold every Vote and pre-vote answer back for between the election timeout and two
+        election timeouts plus the backoff and 0.5 s (1-3.5 s): some arrive within their
+        round, the others after their candidate's next election. Crash and restart the leader,
+        as crash-after-vote does, so that the voters' fetches time out together and they elect
+        under the delay."""
+        cluster = self.cluster
+        config = cluster.config
+        timeout = config.election_timeout_ms
+        self.net.vote_delay = (timeout, 2 * timeout + config.election_backoff_max_ms + 500)
+        leader = cluster.leader_id()
+        if leader is None:
+            return None
+        node = cluster.nodes[leader]
+        cluster.stop(node, graceful=False)
+        cluster.start(node)
+        return (leader,)
+
+    def _arm_process_fault(self, fault: ActiveFault) -> None:
+        """What a process fault queues or arms once its `ActiveFault` exists: the pauses'
+        resumes, crash-after-persist's crasher."""
+        for n, at_ms in self.resumes:
+            self.queue.push(at_ms, Resume(fault, n, self.cluster.nodes[n].inc))
+        self.resumes = []
+        if fault.name == "crash-after-persist" and fault.victims is not None:
+            self.cluster.persist_crasher = PersistCrasher(fault, fault.victims, self.rng)
+
+    def _end_process_faults(self) -> None:
+        """The active fault stops: paused nodes resume, the persist crasher is disarmed."""
+        self.cluster.persist_crasher = None
+        self.cluster.resume_all()
+
+    def on_resume(self, event: Resume) -> None:
+        """A paused node's pause is over (if its fault still runs; else its stop resumed it)."""
+        node = self.cluster.nodes[event.node]
+        if self.active is event.fault and node.inc == event.inc:
+            self.cluster.resume(node)
+
+    def on_persist_crash(self, event: PersistCrash) -> None:
+        """The host crashed a victim of crash-after-persist: the node set changed, and the victim
+        comes back 2-999 ms later (within the election it may have been voting in, or after)."""
+        now = self.queue.now
+        if now >= self.heal_ms or self.active is not event.fault:
+            return
+        self.zombies.recompute(now)
+        node = self.cluster.nodes[event.node]
+        if not node.alive and node.inc == event.inc:
+            self.queue.push(now + self.rng.randrange(2, 1000),
+                            VoterRestart(event.fault, event.node, event.inc))
+
     # --- the broker faults ------------------------------------------------------------------------
 
     def _live_brokers(self) -> list[int]:
@@ -421,12 +610,53 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
     "fsync-stall": Nemesis.start_fsync_stall,
+    "zombie-rejoin": start_zombie_rejoin,
+    "diverge": start_diverge,
+    "observer-lag": start_observer_lag,
+    "chain": start_chain,
+    "pause": Nemesis.start_pause,
+    "leader-stall": Nemesis.start_leader_stall,
+    "crash-after-persist": Nemesis.start_crash_after_persist,
+    "vote-delay": Nemesis.start_vote_delay,
     "broker-isolate": Nemesis.start_broker_isolate,
     "broker-crash": Nemesis.start_broker_crash,
     "broker-shutdown": Nemesis.start_broker_shutdown,
     "broker-stale-registration": Nemesis.start_broker_stale_registration,
 }
 """Each fault of faults.FAULTS and how it starts."""
+
+
+SHAPE_DURATIONS = {
+    "zombie-rejoin": (6000, 10_000),  # an election (2-4 s), then the old leader campaigns
+    "diverge": (9000, 15_000),  # an election, then 2-3 leader changes (2-4 s each), then back
+    "observer-lag": (5000, 10_000),  # 1-2 leader changes, then back
+    "chain": (4000, 9000),
+}
+"""How long each targeted shape lasts (ms): long enough for the leader changes it waits for."""
+
+
+def _weights_of(faults: tuple[str, ...], weights: dict[str, int]) -> list[int] | None:
+    """The draw weights of `faults` in order, or None when they are all 1."""
+    if not any(weights.get(f, 1) != 1 for f in faults):
+        return None
+    return [weights.get(f, 1) for f in faults]
+
+
+def _draw(rng: random.Random, faults: tuple[str, ...], weights: list[int] | None) -> str:
+    """One fault: `rng.choice` when every weight is 1 (the draws every seed made before weights
+    existed), else in proportion to the weights."""
+    if weights is None:
+        return rng.choice(faults)
+    return rng.choices(faults, weights)[0]
+
+
+PROCESS_FAULT_DURATIONS = {
+    "pause": (2500, 5000),  # the pauses (1-2 s), then their aftermath
+    "leader-stall": (3500, 6000),  # the stall (2-2.6 s), the resume and the step-down
+    "crash-after-persist": (1000, 5000),
+    "vote-delay": (4000, 9000),  # fetches time out (2 s), then slow elections
+}
+"""How long each process fault lasts (ms) (process pauses, stalls and slow votes)."""
 
 
 def fault_duration(name: str, rng: random.Random) -> int:
@@ -436,6 +666,10 @@ def fault_duration(name: str, rng: random.Random) -> int:
         return rng.randrange(1000, 9000)  # within and past both broker timeouts (3 s, 4.5 s)
     if name == "broker-stale-registration":
         return rng.randrange(4000, 8000)  # the restart and the replay come first
+    if name in SHAPE_DURATIONS:
+        return rng.randrange(*SHAPE_DURATIONS[name])
+    if name in PROCESS_FAULT_DURATIONS:
+        return rng.randrange(*PROCESS_FAULT_DURATIONS[name])
     roll = rng.random()
     if roll < 0.25:
         return rng.randrange(5000, 9000)

@@ -3,8 +3,9 @@ partitions.
 
 Theory of operation: a message's fate is drawn from the network random stream when it is sent
 (`delivery_times`: none when lost, two when duplicated, each 1-3 ms plus whatever the active fault
-adds; `corrupted`: a snapshot chunk with a byte flipped, under corrupt-snapshot), and its link is
-checked again when it arrives (`link_ok`). A partition is a set of blocked directed links, so a
+adds; `corrupted`: a snapshot chunk with a byte flipped, under corrupt-snapshot; `vote_delayed`:
+a Vote or pre-vote answer held back past its candidate's next election, under vote-delay), and its
+link is checked again when it arrives (`link_ok`). A partition is a set of blocked directed links, so a
 message in flight when a partition starts is lost as it would be on a cut wire. Clients sit outside
 every partition (the harness's clients reach every node: "the leader isolated while clients still
 reach it"), so a reply to a client only takes time (`reply_time`).
@@ -20,7 +21,7 @@ SHIFT = 10  # node ids are below 1024 in a simulation
 
 class Network:
     __slots__ = ("blocked", "corrupt_p", "delay_max", "drop_p", "dup_p", "jitter_max", "rng",
-                 "slow")
+                 "slow", "vote_delay")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -33,6 +34,8 @@ class Network:
         self.jitter_max = 0
         self.slow: dict[int, int] = {}
         """Extra latency (ms) on some directed links: a slow path that stays up."""
+        self.vote_delay: tuple[int, int] | None = None
+        """vote-delay: the range (ms, end excluded) added to every Vote and pre-vote answer."""
 
     def heal(self) -> None:
         """Back to a clean network: no partition, no slow link, no loss, delay or duplication."""
@@ -40,6 +43,7 @@ class Network:
         self.slow.clear()
         self.drop_p = self.dup_p = self.corrupt_p = 0.0
         self.delay_max = self.jitter_max = 0
+        self.vote_delay = None
 
     def link_ok(self, src: int, dst: int) -> bool:
         return ((src << SHIFT) | dst) not in self.blocked
@@ -67,6 +71,14 @@ class Network:
             return None
         at = self.rng.randrange(len(data))
         return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+
+    def vote_delayed(self, times: list[int]) -> list[int]:
+        """`times` (a Vote answer's delivery times) pushed back by the vote-delay range: one draw
+        for the message, so that a duplicate still follows its original."""
+        assert self.vote_delay is not None
+        low, high = self.vote_delay
+        extra = self.rng.randrange(low, high)
+        return [t + extra for t in times]
 
     def reply_time(self, now: int) -> int:
         """When a reply sent now reaches its client."""

@@ -67,14 +67,17 @@ from reference_node.raft.sim.events import (
     MembershipAct,
     MembershipStart,
     MembershipStop,
+    PersistCrash,
     Rejoin,
+    Resume,
+    ShapeStep,
     SnapshotDurable,
     SnapshotRefusal,
     TickDue,
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS
+from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS, Weights
 from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
@@ -91,6 +94,9 @@ class SimConfig:
     voters: int = 5
     observers: int = 1
     faults: tuple[str, ...] = tuple(FAULTS)
+    weights: Weights = ()
+    """The faults drawn more (or less) often than the others, with their draw weights
+    (`--faults crash:3,drop`); empty: every fault alike, the draws of a run before weights."""
     unsafe: frozenset[Unsafe] = frozenset()
     time_ms: int = 30_000
     pre_vote: bool = True
@@ -218,7 +224,7 @@ class Simulation:
                              if f not in ALONGSIDE and f not in BROKER_FAULTS)
         broker_turns = tuple(f for f in config.faults if f in BROKER_FAULTS) if broker_ids else ()
         self.nemesis = Nemesis(taking_turns, config.heal_ms, self.cluster, self.zombies,
-                               self.queue, streams.nemesis, broker_turns)
+                               self.queue, streams.nemesis, broker_turns, dict(config.weights))
         self.membership: MembershipNemesis | None = None
         self.handlers: dict[type, Handler] = {
             Deliver: self.cluster.on_deliver,
@@ -238,6 +244,9 @@ class Simulation:
             VoterRestart: self.nemesis.on_restart,
             BrokerRestart: self.nemesis.on_restart,
             BrokerReplay: self.nemesis.on_broker_replay,
+            Resume: self.nemesis.on_resume,
+            PersistCrash: self.nemesis.on_persist_crash,
+            ShapeStep: self.nemesis.on_step,
         }
         if dynamic:
             self.cluster.on_voters_changed = self.zombies.recompute
