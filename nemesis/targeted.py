@@ -7,9 +7,9 @@ high watermark, a voter asked twice in one epoch. Each shape here is one such se
 in one turn of the schedule (`instant`: its stop, in the same turn, heals what is left):
 
 - `stale-follower`: a follower C cut off while the leader A commits with the others; then, at
-  once, A killed, the other followers killed and restarted (a restarted follower has no recent
-  fetch, so it answers pre-votes at once, and its high watermark starts again from its snapshot),
-  and C's links restored. C campaigns with a log that misses committed entries: a voter that
+  once, A killed, C and the other followers killed and restarted, C first (a restarted follower
+  has no recent fetch, so it answers pre-votes at once, and its high watermark starts again from
+  its snapshot; C, up first, campaigns first), and C's links restored. C campaigns with a log that misses committed entries: a voter that
   grants it without comparing logs (`no-log-check`) makes it leader, and the committed entries are
   truncated everywhere (lost acknowledged appends). With the comparison a restarted follower B
   wins, C voting for it. As soon as a vote is persisted (the voter's `quorum-state`), the
@@ -177,13 +177,17 @@ class Targeted(Fault):
         self._cut(_isolating(stale, self.env.controllers))
         steps.note("cut-off", node=stale)
         self.sleep(choice["lag"])
-        self._kill([leader, *choice["restarted"]])
-        steps.note("kill", nodes=[leader, *choice["restarted"]])
+        # The stale follower is killed too and started first: all restarted, each campaigns one
+        # fetch timeout after its start, so the stale one asks first, and asks the others once
+        # they are up. Left running, it would campaign whenever its own cycle (fetch timeout,
+        # then a pre-vote round) came round, often after a restarted follower had won.
+        self._kill([leader, *choice["restarted"], stale])
+        steps.note("kill", nodes=[leader, *choice["restarted"], stale])
         self.links.restore(self.kind)
         steps.note("heal", node=stale)
         epoch = self._epoch(stale)
-        self._start(choice["restarted"])
-        steps.note("restart", nodes=choice["restarted"])
+        self._start([stale, *choice["restarted"]])
+        steps.note("restart", nodes=[stale, *choice["restarted"]])
         grant = self._await_grant([stale, *choice["restarted"]], epoch)
         if grant is None:
             steps.note("no-vote", why=f"no vote granted past epoch {epoch}")

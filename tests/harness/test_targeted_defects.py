@@ -40,14 +40,27 @@ def _run(tmp_path: Path, seed: int, time_limit: int, *extra: str) -> tuple[int, 
     return code, json.loads((run / "results.json").read_text())
 
 
+ATTEMPTS = 3
+"""Runs of the same seed before a switch counts as missed. The seed fixes every choice (the
+shape, its nodes, how long the follower lags), not the race between real processes that the shape
+sets up: under load a restarted follower can campaign before the stale one reaches it, and then
+no defect has anything to do (the stale follower never wins). The acceptance figures (2 of 3
+seeds of a 60 s run) are measured by hand; here one caught run in three guards against a shape
+or a checker that stopped catching."""
+
+
 @pytest.mark.parametrize("switch", sorted(CAUGHT))
 def test_each_weak_defect_is_caught_by_its_shape(tmp_path: Path, switch: str) -> None:
     seed, time_limit, checker, anomalies = CAUGHT[switch]
-    code, results = _run(tmp_path, seed, time_limit, "--node-config", f"unsafe={switch}")
-    print(json.dumps(results["checkers"].get(checker, {}).get("anomalies", {}))[:2000],
-          file=sys.stderr)
-    assert code == 1 and results["valid"] is False
-    assert anomalies & set(results["checkers"][checker]["anomalies"])
+    for attempt in range(ATTEMPTS):
+        code, results = _run(tmp_path / str(attempt), seed, time_limit,
+                             "--node-config", f"unsafe={switch}")
+        found = results["checkers"].get(checker, {}).get("anomalies", {})
+        print(f"attempt {attempt}: exit {code}, {json.dumps(found)[:2000]}", file=sys.stderr)
+        if code == 1 and results["valid"] is False and anomalies & set(found):
+            return
+    pytest.fail(f"{switch} not caught by {checker} ({', '.join(sorted(anomalies))}) in "
+                f"{ATTEMPTS} runs of seed {seed}")
 
 
 def test_a_healthy_cluster_stays_valid_under_both_shapes(tmp_path: Path) -> None:

@@ -117,9 +117,9 @@ def test_stale_follower_cuts_one_follower_off_then_kills_the_leader_and_restarts
     done = fault.start(choice)
     assert cluster.calls == [
         ("cut", _between([stale], [n for n in NODES if n != stale])),
-        ("kill", "n1"), ("kill", fresh[0]),
+        ("kill", "n1"), ("kill", fresh[0]), ("kill", stale),
         ("heal",),  # the stale follower's links back, with the leader already dead
-        ("start", fresh[0]),
+        ("start", stale), ("start", fresh[0]),  # the stale one first: it campaigns first
         # the new leader's requests to its voter dropped for a while (BeginQuorumEpoch)
         ("cut", frozenset({(fresh[0], stale)})),
         ("heal",),
