@@ -511,9 +511,8 @@ class Cluster:
         node = self.nodes[event.dst]
         if node.core is None or node.inc != event.inc or not self.net.link_ok(event.src, event.dst):
             return DROPPED
-        if node.held is not None:
-            node.held.append(event)  # arrived: it waits in the paused process's socket buffer
-            return DROPPED
+        if node.hold(event):
+            return DROPPED  # arrived: it waits in the paused process's socket buffer
         request = node.rpc.request_of(event.rid)
         if not node.rpc.admit(event.src, event.msg, event.rid):
             return DROPPED
