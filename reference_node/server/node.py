@@ -1,20 +1,28 @@
 """`NodeHost`: the asyncio host around one `RaftCore`, and `run_node` for the CLI.
 
-Every input reaches the core through `step` on the event loop thread, with the host's clock; one
-pump task drains the core's output. No clock ticks on a period: after each Ready the host arms one
+Every input reaches the core through `step` on the event loop thread, with the host's clock; the
+pump drains the core's output. No clock ticks on a period: after each Ready the host arms one
 timer for the core's next deadline (`RaftCore.next_deadline_ms`), so an idle node sleeps and a timer
 fires when it is due, not up to a tick late. The pump takes a `Ready`, calls `advance` at once (so
 no input is ever stepped between `ready()` and `advance()`), then carries it out in the order
 `Ready` prescribes: the quorum state is written and fsynced (awaited: nothing of this Ready is sent
-before it is durable), truncation and appends are queued to the disk thread, a flush is started, and
-only then messages go out, clients are answered and events written. Readies are carried out one
-after the other, so the messages of a later Ready never overtake the durable state of an earlier
-one.
+before it is durable), the reset, truncation and appends are queued to the disk thread with the
+flush as one job, and only then messages go out, clients are answered and events written. Readies
+are carried out one after the other, so the messages of a later Ready never overtake the durable
+state of an earlier one.
+
+The pump is a plain callback, not a task. A `step` schedules it for when the loop's current
+callbacks have run, so that inputs stepped together (a read's worth of requests) make one Ready;
+an input that comes alone on the commit path, a flush's end or the answer to our own request (a
+follower's Fetch), is carried out at once (`_step_now`), a loop iteration sooner. Only a Ready with
+a quorum state waits, in a task, for its fsync, and the pump stands still meanwhile.
 
 Flushes run on the disk thread, in queue order behind the appends they cover; the loop keeps
-serving meanwhile. At most one flush is in flight: requests arriving during it are merged into one
-more flush (group commit). Its end offset is stepped into the core as `LogFlushed`, which is what
-lets the leader count its own log toward the high watermark and answer producers.
+serving meanwhile, and hears of a Ready's disk job only when its flush ends or it failed, not once
+per job. Log writes queued while a flush runs are applied after it and covered by one more flush
+(group commit, storage_adapter.Disk). A flush's end offset is stepped into the core as
+`LogFlushed`, which is what lets the leader count its own log toward the high watermark and answer
+producers, and a follower fetch again.
 
 The core answers a peer's request with a `Send` of the response to that peer; the host matches it
 to the oldest pending request of that kind from that peer and answers it on its connection.
@@ -138,6 +146,15 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+_TIMED_OUT: Any = object()
+"""What a request's future holds when the core did not answer it in time."""
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(_TIMED_OUT)
+
+
 def bootstrap_ids(count: int) -> tuple[int, ...]:
     """The pseudo ids of `count` bootstrap servers: -2, -3, ... (Kafka's numbering; -1 is "no
     node")."""
@@ -179,13 +196,19 @@ class FatalError(Exception):
 
 class NodeHost:
     _pump_busy = False
-    """The pump is carrying out Readies (stop waits for it to finish)."""
+    """A Ready waits for its quorum state to be durable: nothing after it is carried out yet
+    (stop waits for it to finish)."""
+    _pump_due = False
+    """A pass of the pump is scheduled on the loop."""
+    _pumping = False
+    """Between `start` and `stop`: steps are carried out."""
 
     def __init__(self, cfg: NodeConfig) -> None:
         from reference_node.raft.core import RaftCore
 
         self.cfg = cfg
         self.node_id = cfg.node_id
+        self._loop = asyncio.get_running_loop()
         self.disk = Disk(cfg)
         self.cluster_id = self.disk.cluster_id
         for line in self.disk.recovery.describe() if self.disk.recovery else ():
@@ -220,22 +243,22 @@ class NodeHost:
             cfg.socket_request_max_bytes, cfg.queued_max_request_bytes,
             cfg.connections_max_idle_ms))
         self.learned: dict[int, Endpoint] = {}
-        self._wake = asyncio.Event()
         self._ids = itertools.count(1)
         self._clients: dict[int, tuple[asyncio.Future[Any], float]] = {}
         self._inbound: dict[int, tuple[m.Message, asyncio.Future[Any]]] = {}
         """Raft requests handed to the core and not answered yet, by identity: the core names
         the request each response answers (`Send.in_reply_to`), in whatever order it answers."""
         self._hw_waiters: asyncio.Future[None] | None = None
-        self._flush_running = False
+        self._flushes_asked = 0
+        """Flushes asked of the disk thread (`Ready.flush`) and not yet answered."""
         self._flush_started = 0.0
-        self._flush_wanted = False
+        self.disk.report_to(self._flushed, self._disk_failed)
         self._election_started: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = NEVER
         self._tasks: set[asyncio.Future[Any]] = set()
         self._delayed_writes: set[asyncio.TimerHandle] = set()
-        self.fatal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self.fatal: asyncio.Future[BaseException] = self._loop.create_future()
         self.port = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -246,7 +269,6 @@ class NodeHost:
             self.events.emit("log-invalid", reason=self._log_invalid)
         self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
                                               ssl=self.cfg.listener_ssl())
-        self._spawn(self._pump())
         self._metrics_server = None
         if self.cfg.metrics_port:
             self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
@@ -260,7 +282,8 @@ class NodeHost:
         if status is not None:
             log.info("broker %d: incarnation %s, advertising %s", self.node_id,
                      status.incarnation, self.cfg.advertised)
-        self._wake.set()
+        self._pumping = True
+        self._kick()
 
     async def stop(self, graceful: bool = True) -> None:
         """Close everything; data stays durable. Graceful: step `Shutdown` first and keep serving
@@ -287,6 +310,7 @@ class NodeHost:
         await self.listener.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        self._pumping = False
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -303,7 +327,7 @@ class NodeHost:
         """Until the pump has carried out every Ready (the last EndQuorumEpoch, a vote granted on
         the way out, each behind its fsync), then one more tick for the loop to write what they
         sent: requests on their spawned tasks, responses on the listener's connections."""
-        while (self._pump_busy or self._wake.is_set() or self.core.has_ready()) \
+        while (self._pump_busy or self._pump_due or self.core.has_ready()) \
                 and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
         await asyncio.sleep(TICK_S)
@@ -333,7 +357,22 @@ class NodeHost:
         # The core's clock moves with every input, not only with ticks: ticks come only when a
         # timer is due, and a deadline set from a stale clock would fire early.
         self.core.step(inp, _now_ms())
-        self._wake.set()
+        self._kick()
+
+    def _step_now(self, inp: Input) -> None:
+        """Step and carry out the Ready at once, not on the next loop iteration: for an input
+        that comes alone (a flush's end, the answer to our own request), with nothing to batch
+        with, and on the path of a commit (a follower appends a Fetch's records, fetches again
+        once they are flushed)."""
+        self.core.step(inp, _now_ms())
+        self._pump()
+
+    def _kick(self) -> None:
+        """Run the pump once the callbacks of this loop iteration have run, so that the inputs
+        stepped together (a read's worth of requests) come out as one Ready."""
+        if not self._pump_due:
+            self._pump_due = True
+            self._loop.call_soon(self._pump)
 
     def _arm_timer(self) -> None:
         """Tick when the core's next deadline is due (`RaftCore.next_deadline_ms`), not on a fixed
@@ -348,39 +387,52 @@ class NodeHost:
             return
         self._timer_due = due
         delay = max(due - _now_ms(), 0) / 1000.0
-        self._timer = asyncio.get_running_loop().call_later(delay, self._timer_fired)
+        self._timer = self._loop.call_later(delay, self._timer_fired)
 
     def _timer_fired(self) -> None:
         self._timer = None
         self.step(Tick(_now_ms()))
 
-    async def _pump(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            self._pump_busy = True
+    def _pump(self) -> None:
+        """Carry out every Ready, in order, on the loop: a plain callback, not a task, as no
+        Ready waits for anything but one with a quorum state, whose fsync `_carry_out_durably`
+        awaits while the pump stands still."""
+        self._pump_due = False
+        if self._pump_busy or not self._pumping:
+            return
+        try:
             while self.core.has_ready():
                 ready = self.core.ready()
                 self.core.advance(ready)
-                await self._carry_out(ready)
-            self._pump_busy = False
+                if ready.quorum_state is not None:
+                    self._pump_busy = True
+                    self._spawn(self._carry_out_durably(ready))
+                    return
+                self._carry_out(ready)
             self._arm_timer()
+        except Exception as exc:  # the node cannot go on: nothing after this Ready goes out
+            self._pumping = False
+            log.error("carrying out the core's output failed: %r", exc, exc_info=exc)
+            self._die(exc)
 
-    async def _carry_out(self, ready: Ready) -> None:
-        if ready.quorum_state is not None:
-            await self.disk.write_quorum_state(ready.quorum_state,
-                                               tuple(self.core.voters.sorted()))
-        if ready.log_reset is not None:
-            self._watch(self.disk.reset_log(ready.log_reset))
-        if ready.truncate_to is not None:
-            self._watch(self.disk.truncate_to(ready.truncate_to))
-        if ready.entries:
-            self._watch(self.disk.append(list(ready.entries)))
-            window = self.metrics.append_records if self.core.is_leader else \
-                self.metrics.fetch_records
-            window.record(float(sum(1 for e in ready.entries if not e.is_control)))
-        if ready.flush:
-            self._request_flush()
+    async def _carry_out_durably(self, ready: Ready) -> None:
+        """A Ready with a quorum state: nothing of it happens before that state is durable. If
+        the write fails the pump stays stopped (the task's failure stops the node): no later
+        Ready may go out over a state that is not durable."""
+        assert ready.quorum_state is not None
+        await self.disk.write_quorum_state(ready.quorum_state, tuple(self.core.voters.sorted()))
+        try:
+            self._carry_out(ready)
+        except Exception:
+            self._pumping = False
+            raise
+        self._pump_busy = False
+        self._pump()
+
+    def _carry_out(self, ready: Ready) -> None:
+        if ready.log_reset is not None or ready.truncate_to is not None or ready.entries or \
+                ready.flush:
+            self._write_log(ready)
         if ready.snapshot_write is not None:
             self._write_snapshot(ready.snapshot_write)
         if ready.snapshot_received is not None:
@@ -457,41 +509,47 @@ class NodeHost:
 
         fut.add_done_callback(done)
 
-    def _request_flush(self) -> None:
-        if self._flush_running:
-            self._flush_wanted = True
-            return
-        self._flush_running = True
-        self._flush_started = time.monotonic()
-        self.disk.flush().add_done_callback(self._flushed)
+    def _write_log(self, ready: Ready) -> None:
+        """The Ready's reset, truncation, appends and flush: one job for the disk thread, which
+        nobody awaits; `_flushed` hears when its flush ends, `_disk_failed` if anything fails."""
+        if ready.flush:
+            if not self._flushes_asked:
+                self._flush_started = time.monotonic()
+            self._flushes_asked += 1
+        self.disk.write_log(ready.log_reset, ready.truncate_to, ready.entries, ready.flush)
+        if ready.entries:
+            window = self.metrics.append_records if self.core.is_leader else \
+                self.metrics.fetch_records
+            window.record(float(sum(1 for e in ready.entries if not e.is_control)))
 
-    def _flushed(self, fut: asyncio.Future[int]) -> None:
-        self._flush_running = False
-        took = time.monotonic() - self._flush_started
+    def _flushed(self, end_offset: int, asked: int, took: float) -> None:
+        """A flush ended on the disk thread: `asked` flush requests are answered, and every
+        entry below `end_offset` is durable."""
+        self._flushes_asked -= asked
+        # the next flush's wait for the disk starts now (the gauge of a flush in flight)
+        self._flush_started = time.monotonic()
         self.metrics.log_flush_time_ms.record(took * 1000.0)
         if took > SLOW_FLUSH_S:
             # what an operator sees of a stalled disk: nothing is acknowledged meanwhile
             log.warning("slow disk: a log flush took %.1f s", took)
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.error("flush failed: %r", exc)
-            self._die(FatalError(f"flush failed: {exc}"))
-            return
-        self.step(LogFlushed(min(fut.result(), self.core.log_end_offset)))
-        if self._flush_wanted:
-            self._flush_wanted = False
-            self._request_flush()
+        self._step_now(LogFlushed(min(end_offset, self.core.log_end_offset)))
+
+    def _disk_failed(self, exc: BaseException) -> None:
+        log.error("disk write failed: %r", exc)
+        self._die(FatalError(f"disk write failed: {exc}"))
 
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.pop("type")
+        if kind == "high-watermark":
+            if self._hw_waiters is not None:
+                if not self._hw_waiters.done():
+                    self._hw_waiters.set_result(None)
+                self._hw_waiters = None
+            if event.keys() == {"epoch", "hw"}:
+                self.events.high_watermark_moved(event["epoch"], event["hw"])
+                return
         if kind == "state":
             self._measure_election(event.get("state"))
-        if kind == "high-watermark" and self._hw_waiters is not None:
-            if not self._hw_waiters.done():
-                self._hw_waiters.set_result(None)
-            self._hw_waiters = None
         self.events.emit(kind, **event)
         if kind in ("state", "truncate", "snapshot", "snapshot-install", "snapshot-refused",
                     "log-start", "broker-state", "broker-register", "broker-fence",
@@ -554,7 +612,7 @@ class NodeHost:
             self._found_behind_bootstrap(dst, response)
         # Paired with its request, so that the core can ignore an answer to a fetch that a newer
         # one superseded (the connection matched them by correlation id).
-        self.step(Receive(dst, response, msg))
+        self._step_now(Receive(dst, response, msg))
 
     # --- brokers: BrokerRegistration and BrokerHeartbeat ------------------------------------
 
@@ -595,14 +653,9 @@ class NodeHost:
         if cluster_id is not None and cluster_id != self.cluster_id:
             return translate.broker_refusal_to_kio(req.api_key, req.api_version,
                                                    m.ErrorCode.inconsistent_cluster_id)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbound[id(msg)] = (msg, fut)
-        self.step(Receive(msg.sender, msg))
-        try:
-            response = await asyncio.wait_for(fut, self.cfg.request_timeout_ms / 1000.0)
-        except TimeoutError:
+        response = await self._core_answer(msg, msg.sender, self.cfg.request_timeout_ms / 1000.0)
+        if response is _TIMED_OUT:
             log.debug("no answer to %s from broker %d", type(msg).__name__, msg.sender)
-            self._inbound.pop(id(msg), None)
             return translate.broker_refusal_to_kio(req.api_key, req.api_version,
                                                    m.ErrorCode.request_timed_out)
         return translate.broker_response_to_kio(req.api_key, req.api_version, response)
@@ -669,20 +722,35 @@ class NodeHost:
             # Parked longer, the answer would reach a fetcher that gave up on it (its request
             # timeout); a forged MaxWaitMs of 24 days would hold the request that long.
             msg = dataclasses.replace(msg, max_wait_ms=self.cfg.request_timeout_ms)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbound[id(msg)] = (msg, fut)
-        self.step(Receive(src, msg))
         wait = self.cfg.request_timeout_ms / 1000.0
         if isinstance(msg, m.FetchRequest):
             wait += max(msg.max_wait_ms, 0) / 1000.0  # a negative one is refused, not waited
-        try:
-            response = await asyncio.wait_for(fut, wait)
-        except TimeoutError:
+        response = await self._core_answer(msg, src, wait)
+        if response is _TIMED_OUT:
             log.debug("no answer to %s from %d", type(msg).__name__, src)
-            self._inbound.pop(id(msg), None)
             return None
         return translate.response_to_kio(req.api_key, req.api_version, response, self.node_id,
                                           self.cfg.client_address(self.node_id) or self.cfg.listen)
+
+    async def _core_answer(self, msg: m.Message, src: int, wait_s: float) -> Any:
+        """Step the request `msg` from `src` into the core and await its response (matched by
+        identity, `_answer_inbound`), or `_TIMED_OUT` after `wait_s`. The future is awaited
+        directly, with a timer to expire it, rather than through `asyncio.wait_for`: that costs
+        a loop iteration and four more objects per request, and this is every Fetch's path."""
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        key = id(msg)
+        self._inbound[key] = (msg, fut)
+        self.step(Receive(src, msg))
+        expiry = self._loop.call_later(wait_s, _expire, fut)
+        try:
+            response = await fut
+        finally:
+            expiry.cancel()
+        if response is _TIMED_OUT:
+            pending = self._inbound.get(key)
+            if pending is not None and pending[1] is fut:
+                del self._inbound[key]
+        return response
 
     def _raft_error(self, req: Request, msg: m.Request, code: m.ErrorCode) -> Any:
         response = m.error_response(msg, code, self.core.responder_leader(), self.core.epoch)
@@ -758,7 +826,7 @@ class NodeHost:
         resolves the future (the core always answers: on commit, on refusal, or when
         leadership is lost)."""
         request_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         self._clients[request_id] = (fut, time.monotonic())
         self.step(make(request_id))
         return fut
@@ -782,7 +850,7 @@ class NodeHost:
 
     def append(self, payloads: tuple[bytes, ...]) -> asyncio.Future[AppendReply]:
         request_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         self._clients[request_id] = (fut, time.monotonic())
         self.linger.add(request_id, payloads)
         return fut
@@ -792,13 +860,13 @@ class NodeHost:
         now = _now_ms()
         for request_id, payloads in batch:
             self.core.step(ClientAppend(request_id, payloads), now)
-        self._wake.set()
+        self._kick()
 
     def read(self, from_offset: int) -> asyncio.Future[ReadReply]:
         """Through the core: linearizable, or under `read.mode=leader` (the stale-leader-reads
         switch) the leader's committed log at once."""
         request_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         self._clients[request_id] = (fut, time.monotonic())
         self.step(ClientRead(request_id, from_offset))
         return fut
@@ -806,14 +874,14 @@ class NodeHost:
     def read_image(self) -> asyncio.Future[ReadReply]:
         """The kv map at the high watermark, confirmed as a log read is (the `kv` workload)."""
         request_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         self._clients[request_id] = (fut, time.monotonic())
         self.step(ClientRead(request_id, 0, image=True))
         return fut
 
     def hw_changed(self) -> asyncio.Future[None]:
         if self._hw_waiters is None or self._hw_waiters.done():
-            self._hw_waiters = asyncio.get_running_loop().create_future()
+            self._hw_waiters = self._loop.create_future()
         return self._hw_waiters
 
     def _answer(self, reply: ClientReply) -> None:
@@ -844,7 +912,7 @@ class NodeHost:
             # how long the flush in flight has been waiting for the disk (0: none): a stalled
             # fsync shows here while it lasts, before it shows in log-flush-time-ms-max
             "log-flush-in-flight-ms": (time.monotonic() - self._flush_started) * 1000.0
-            if self._flush_running else 0.0,
+            if self._flushes_asked else 0.0,
             **self._broker_gauges(),
         }
 

@@ -81,7 +81,9 @@ class Peers:
 
     async def request(self, peer: int, outbound: Outbound) -> Any:
         """The peer's response, or a WireError (certainly_not_sent when nothing was sent)."""
-        conn = await self._connection(peer)
+        conn = self._connections.get(peer)
+        if conn is None or conn.closed:  # else no coroutine to find the open one: every Fetch
+            conn = await self._connection(peer)
         try:
             version = conn.version_for(outbound.api_key, outbound.versions)
         except VersionMismatch:

@@ -20,12 +20,14 @@ the log was treated as empty (the node's `log-invalid` event).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import collections
+import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from reference_node.config import NodeConfig
 from reference_node.raft import api
@@ -35,6 +37,7 @@ from reference_node.raft.log import StoredEntries
 from reference_node.raft.messages import Entry, SnapshotId
 from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 from reference_node.server.translate import entry_to_stored, stored_to_entry
+from reference_node.storage.batch import StoredRecord
 from reference_node.storage.errors import StorageError
 from reference_node.storage.kraft_records import describe_voters, parse_uuid_text, uuid_text
 from reference_node.storage.log import MetadataLog
@@ -287,10 +290,78 @@ class StartSnapshots:
     """Why the log was treated as empty (KIP-630's validation failed), or None."""
 
 
+@dataclass(slots=True)
+class LogWrite:
+    """One Ready's changes to the log, in the order `Ready` prescribes: the reset (an installed
+    snapshot), the truncation, the appends; then a flush when `flush`."""
+
+    reset: SnapshotId | None = None
+    truncate_to: int | None = None
+    records: list[StoredRecord] = field(default_factory=list)
+    flush: bool = False
+
+
+Flushed = Callable[[int, int, float], None]
+"""Called on the event loop when a flush ends: the log end offset it covered, how many flush
+requests (`LogWrite.flush`) it answered, and the seconds the sync took."""
+Failed = Callable[[BaseException], None]
+"""Called on the event loop when a log write or flush failed (once: the log takes no more)."""
+
+MAX_GROUP_WRITES = 256
+"""At most this many queued log writes join one flush (group commit), so that a stream of
+appends cannot hold a flush back forever."""
+
+
+Job = LogWrite | Callable[[], None] | None
+"""What the disk thread runs: a log write, a callable, or None (stop)."""
+
+
+class DiskQueue:
+    """The disk thread's jobs, in order. The thread sleeps in a read of a pipe, and `put` wakes
+    it with a write to it. Both release the GIL, unlike a lock's release (`queue.SimpleQueue`):
+    a wake-up from the event loop that holds the GIL makes the woken thread run only to wait
+    for the GIL and be woken once more when the loop lets it go, two context switches for
+    nothing on the path of every commit. Written by the loop, read by the disk thread."""
+
+    def __init__(self) -> None:
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._sleeping = False
+        self._wake_r, self._wake_w = os.pipe()
+
+    def put(self, job: Job) -> None:
+        self._jobs.append(job)
+        if self._sleeping:  # else the thread finds it before it sleeps (`get`)
+            os.write(self._wake_w, b"\0")
+
+    def get_nowait(self) -> Job:
+        """The next job; IndexError when there is none."""
+        return self._jobs.popleft()
+
+    def get(self) -> Job:
+        """The next job, once there is one (the disk thread)."""
+        while True:
+            if self._jobs:
+                return self._jobs.popleft()
+            self._sleeping = True
+            if not self._jobs:  # looked at after `_sleeping`: a put in between writes the pipe
+                os.read(self._wake_r, 512)
+            self._sleeping = False
+
+    def close(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
 class Disk:
     """The open directory of a running node, written by one thread so that disk order is
     program order: an append queued before a flush is covered by it, a truncation queued after
     an append removes it. The event loop only queues work and awaits what it must.
+
+    A Ready's log changes and its flush are one job (`write_log`): nobody awaits it, and the
+    event loop hears of it only when its flush ends (`Flushed`) or it failed (`Failed`), one
+    wake-up per flush rather than one per job. Group commit happens on the disk thread: log
+    writes queued while a flush runs are applied together after it and covered by one more
+    flush. Other jobs (the quorum state, snapshots, retention) keep their place in the queue.
 
     The core reads what the log held at start through `DiskEntries` (on the event loop, under
     the log's lock) and keeps what it appended since in memory.
@@ -299,7 +370,12 @@ class Disk:
     def __init__(self, cfg: NodeConfig) -> None:
         self._storage = NodeStorage.open(cfg.metadata_log_dir, node_id=cfg.node_id,
                                          cluster_id=cfg.cluster_id)
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="disk")
+        self._jobs = DiskQueue()
+        self._thread = threading.Thread(target=self._work, name="disk", daemon=True)
+        self._thread.start()
+        self._log_failed: BaseException | None = None
+        """The error that stopped log writes: none is applied after it, none is flushed."""
+        self._report: tuple[asyncio.AbstractEventLoop, Flushed, Failed] | None = None
         self.cluster_id: str = self._storage.meta.cluster_id
         directory_id = self._storage.meta.directory_uuid
         assert directory_id is not None  # NodeStorage.open writes one when the file had none
@@ -345,8 +421,97 @@ class Disk:
             log_invalid=storage.log_invalid,
         )
 
+    # --- the disk thread ------------------------------------------------------------------
+
     def _run(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        return asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        """Queue `fn` for the disk thread; its result (or exception) on the event loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+
+        def job() -> None:
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to whoever awaits it
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, result, None)
+
+        self._jobs.put(job)
+        return future
+
+    def _work(self) -> None:
+        job = self._jobs.get()
+        while job is not None:
+            if isinstance(job, LogWrite):
+                job = self._write_group(job)
+            else:
+                job()
+                job = self._jobs.get()
+
+    def _write_group(self, first: LogWrite) -> LogWrite | Callable[[], None] | None:
+        """Apply `first` and every log write queued behind it (up to MAX_GROUP_WRITES), then one
+        flush for all that asked for one; the next job, which is not a log write."""
+        group = [first]
+        following: LogWrite | Callable[[], None] | None = _EMPTY
+        while len(group) < MAX_GROUP_WRITES:
+            try:
+                following = self._jobs.get_nowait()
+            except IndexError:
+                following = _EMPTY
+                break
+            if not isinstance(following, LogWrite):
+                break
+            group.append(following)
+        self._apply(group)
+        return self._jobs.get() if following is _EMPTY else following
+
+    def _apply(self, group: list[LogWrite]) -> None:
+        if self._log_failed is not None:
+            return  # the node is stopping for that error; nothing after it may look durable
+        log = self._storage.log
+        try:
+            for write in group:
+                if write.reset is not None:
+                    log.reset_to(write.reset.end_offset, write.reset.epoch)
+                    self.snapshots.delete_older_than(write.reset)
+                if write.truncate_to is not None:
+                    log.truncate_to(write.truncate_to)
+                if write.records:
+                    log.append(write.records)
+            asked = sum(1 for write in group if write.flush)
+            if asked:
+                started = time.monotonic()
+                end = log.flush()
+                self._tell_flushed(end, asked, time.monotonic() - started)
+        except BaseException as exc:  # the node stops on it (Failed)
+            self._log_failed = exc
+            self._tell_failed(exc)
+
+    def _tell_flushed(self, end: int, asked: int, took: float) -> None:
+        if self._report is not None:
+            loop, flushed, _failed = self._report
+            loop.call_soon_threadsafe(flushed, end, asked, took)
+
+    def _tell_failed(self, exc: BaseException) -> None:
+        if self._report is not None:
+            loop, _flushed, failed = self._report
+            loop.call_soon_threadsafe(failed, exc)
+
+    # --- what the event loop asks --------------------------------------------------------
+
+    def report_to(self, flushed: Flushed, failed: Failed) -> None:
+        """Where `write_log`'s outcomes go: callbacks run on the calling thread's event loop."""
+        self._report = (asyncio.get_running_loop(), flushed, failed)
+
+    def write_log(self, reset: SnapshotId | None, truncate_to: int | None,
+                  entries: Sequence[Entry], flush: bool) -> None:
+        """Queue one Ready's log changes (`LogWrite`) and, when `flush`, a flush after them;
+        the outcome reaches the callbacks of `report_to`, never a future."""
+        records: list[StoredRecord] = []
+        if entries:
+            now = int(time.time() * 1000)
+            records = [entry_to_stored(e, now) for e in entries]
+        self._jobs.put(LogWrite(reset, truncate_to, records, flush))
 
     def write_quorum_state(self, state: api.QuorumState, voters: tuple[int, ...]
                            ) -> asyncio.Future[None]:
@@ -368,7 +533,12 @@ class Disk:
 
     def flush(self) -> asyncio.Future[int]:
         """Makes everything queued before it durable; the flushed log end offset."""
-        return self._run(self._storage.log.flush)
+        def run() -> int:
+            if self._log_failed is not None:
+                raise StorageError(f"the log failed earlier: {self._log_failed}")
+            return self._storage.log.flush()
+
+        return self._run(run)
 
     # --- KIP-630: in queue order with the appends and truncations --------------------------
 
@@ -403,8 +573,24 @@ class Disk:
         return self._run(lambda: self.snapshots.write_bytes(snapshot_id, data))
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        """Finish every queued job, then close the files."""
+        self._jobs.put(None)
+        self._thread.join()
+        self._jobs.close()
         self._storage.close()
+
+
+_EMPTY: Any = object()
+"""`_write_group`'s marker: the queue was empty (None is the stop job)."""
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return  # cancelled meanwhile: nobody waits for it
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _unusable_epoch(path: object, epoch: int) -> str:
