@@ -71,8 +71,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from kio.records.readers import read_batch
-
 from reference_node.config import Endpoint
 from reference_node.raft.api import (
     AddVoter,
@@ -92,7 +90,12 @@ from reference_node.server.translate import entries_to_records
 from reference_node.wire import apis
 from reference_node.wire.codec import Request
 from reference_node.wire.errors import ProtocolError
-from reference_node.wire.records import CONTROL_ATTRIBUTE, build_batch
+from reference_node.wire.records import (
+    CONTROL_ATTRIBUTE,
+    ProducedRecord,
+    build_batch,
+    read_produced_batch,
+)
 
 TOPIC = apis.METADATA_TOPIC
 IMAGE_TOPIC = "__kv_image"
@@ -325,26 +328,51 @@ class ClientApi:
                 ErrorCode.invalid_record, BROKER_RECORD_MESSAGE,
                 [{"batch_index": i, "batch_index_error_message": "a broker record"}
                  for i in forged])
-        waiting = self.node.append(payloads)
+        return self._committed(asyncio.ensure_future(self.node.append(payloads)), timeout)
 
-        async def done() -> dict[str, Any]:
+    def _committed(self, waiting: asyncio.Future[AppendReply], timeout: float
+                   ) -> asyncio.Future[dict[str, Any]]:
+        """The partition's answer once the append is known to commit, or REQUEST_TIMED_OUT
+        after `timeout`. A future fed by callbacks, not a task per request: if the request is
+        cancelled (its connection closed), the append goes on and nothing is left waiting."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+        def on_timeout() -> None:
+            if not answer.done():
+                answer.set_result(_produce_error(ErrorCode.request_timed_out,
+                                                 "not committed in time"))
+
+        def on_reply(done: asyncio.Future[AppendReply]) -> None:
+            timer.cancel()
+            if done.cancelled():
+                if not answer.done():
+                    answer.cancel()
+                return
+            error = done.exception()  # retrieved even when nobody waits any more
+            if answer.done():
+                return
             try:
-                reply = await asyncio.wait_for(asyncio.shield(waiting), timeout)
-            except TimeoutError:
-                return _produce_error(ErrorCode.request_timed_out, "not committed in time")
-            if reply.indeterminate:
-                # Appended but not known to commit: Kafka's "may have been written" code, never
-                # one a client may read as a certain failure.
-                return _produce_error(ErrorCode.request_timed_out, "leadership lost before commit")
-            if reply.error != ErrorCode.none:
-                return _produce_error(reply.error, None)
-            return {"error_code": ErrorCode.none, "base_offset": reply.offsets[0],
-                    "log_append_time": None, "log_start_offset": self.node.log_start_offset(),
-                    "record_errors": [], "error_message": _outcome_message(reply.outcomes)}
+                if error is not None:
+                    raise error
+                answer.set_result(self._produce_reply(done.result()))
+            except Exception as exc:  # the handler fails, as it would awaiting the append
+                answer.set_exception(exc)
 
-        # A task, not a bare coroutine: if the request is cancelled (its connection closed)
-        # the wait still ends on its own, with nothing left unawaited.
-        return asyncio.ensure_future(done())
+        timer = loop.call_later(timeout, on_timeout)
+        waiting.add_done_callback(on_reply)
+        return answer
+
+    def _produce_reply(self, reply: AppendReply) -> dict[str, Any]:
+        if reply.indeterminate:
+            # Appended but not known to commit: Kafka's "may have been written" code, never
+            # one a client may read as a certain failure.
+            return _produce_error(ErrorCode.request_timed_out, "leadership lost before commit")
+        if reply.error != ErrorCode.none:
+            return _produce_error(reply.error, None)
+        return {"error_code": ErrorCode.none, "base_offset": reply.offsets[0],
+                "log_append_time": None, "log_start_offset": self.node.log_start_offset(),
+                "record_errors": [], "error_message": _outcome_message(reply.outcomes)}
 
     # --- Fetch (consumers) --------------------------------------------------------------------
 
@@ -730,21 +758,21 @@ def _payloads(records: bytes | None) -> tuple[bytes, ...]:
     """The values of the request's records, in order; refuses what cannot be appended as is."""
     out: list[bytes] = []
     unkept: list[dict[str, Any]] = []
-    for batch in _batches(records):
-        if batch.attributes & CONTROL_ATTRIBUTE:
+    for attributes, batch in _batches(records):
+        if attributes & CONTROL_ATTRIBUTE:
             raise ProtocolError("clients may not produce control batches")
-        for record in batch.records:
-            why = _unkept_part(record)
+        for key, value, headers in batch:
+            why = _unkept_part(key, value, headers)
             if why is not None:
                 unkept.append({"batch_index": len(out), "batch_index_error_message": why})
-            out.append(record.value or b"")
+            out.append(value or b"")
     if unkept:
         raise _Unkept(unkept)
     return tuple(out)
 
 
-def _batches(records: bytes | None) -> list[Any]:
-    """Whole uncompressed v2 batches filling `records` exactly (kio's RecordBatch)."""
+def _batches(records: bytes | None) -> list[tuple[int, list[ProducedRecord]]]:
+    """(attributes, records) of the whole uncompressed v2 batches filling `records` exactly."""
     if not records:
         return []
     data = bytes(records)
@@ -761,20 +789,19 @@ def _batches(records: bytes | None) -> list[Any]:
         if length < 0 or end > len(data):
             raise ProtocolError("records are not whole v2 record batches")
         try:
-            batch, size = read_batch(data[:end], pos)
+            attributes, batch, pos = read_produced_batch(data, pos, end)
         except Exception as exc:
             raise ProtocolError(f"bad record batch at byte {pos}: {exc}") from exc
-        batches.append(batch)
-        pos += size
+        batches.append((attributes, batch))
     return batches
 
 
-def _unkept_part(record: Any) -> str | None:
-    if record.key is not None:
+def _unkept_part(key: bytes | None, value: bytes | None, headers: int) -> str | None:
+    if key is not None:
         return "record key"
-    if record.headers:
+    if headers:
         return "record headers"
-    if record.value is None:
+    if value is None:
         return "null value"
     return None
 

@@ -3,7 +3,9 @@
 Each connection may pipeline requests (librdkafka keeps many Produce requests in flight). Every
 request becomes a task at once, so that a Produce waiting for the high watermark does not hold up
 the next one, but responses are written in request order, as Kafka's clients require. A handler's
-synchronous prefix runs in arrival order, which keeps appends from one connection in order.
+synchronous prefix runs in arrival order, which keeps appends from one connection in order. A
+client that half-closes after its last request still gets every answer to the requests read
+before its EOF; then the connection closes.
 
 Whatever bytes arrive, the damage stays within the connection: a frame that cannot be decoded is
 logged and closes that connection only; an exception in a handler is a bug, logged, and also closes
@@ -111,6 +113,16 @@ class Listener:
 
 
 class Connection:
+    """One client connection: requests read in order, each handled by its own task, answers
+    written in request order as soon as the answers before them are.
+
+    No task waits on the others: a handler task that finishes writes its answer and every
+    finished answer queued behind it (`_flush`); one that finishes early waits in `_in_flight`
+    for those before it. A read costs no task either: instead of a timeout around each read, one
+    timer per connection (`_check_idle`) closes it once nothing came and nothing was answered for
+    connections.max.idle.ms while no request was in flight.
+    """
+
     def __init__(self, handler: Handler, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter, peer: Any, limits: ConnectionLimits,
                  memory: RequestMemory, warnings: ThrottledWarnings) -> None:
@@ -122,67 +134,90 @@ class Connection:
         self._limits = limits
         self._memory = memory
         self._warnings = warnings
+        self._loop = asyncio.get_running_loop()
         self._reserved = 0  # bytes of the pool held for the frame under way
-        self._unanswered = 0  # requests read and not yet answered (or dropped)
+        self._in_flight: collections.deque[_Answer] = collections.deque()
+        """Requests read and not yet answered (or dropped), in request order."""
+        self._room: asyncio.Future[None] | None = None  # the reader waits for pipeline room
+        self._all_written: asyncio.Future[None] | None = None  # the end waits for the answers
+        self._drainer: asyncio.Task[None] | None = None  # waits for the peer to read our answers
         self._closed = False
-        self._pending: asyncio.Queue[tuple[int, asyncio.Task[Any]] | None] = asyncio.Queue(
-            _MAX_PIPELINE)
+        self._reading = False  # waiting for bytes: the only state in which a quiet one is idle
+        self._last_activity = self._loop.time()
+        self._watchdog: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
-        responder = asyncio.create_task(self._respond())
+        self._arm_watchdog(self._limits.idle_timeout_s)
         try:
             await self._read()
+            await self._written()
         except ProtocolError as exc:
             self._warnings.warn("closing connection from %s: %s", self._peer, exc)
-        except _Idle:
-            log.debug("closing connection from %s: idle for %d ms", self._peer,
-                      self._limits.idle_timeout_ms)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
-        except asyncio.CancelledError:
-            responder.cancel()
-            raise
         finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             self._release()
-            self._drain_cancel()
-            await self._pending.put(None)
-            with contextlib.suppress(BaseException):
-                await responder
-            self._writer.close()
+            self._shut()
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()
 
     async def _read(self) -> None:
+        """Reads and starts requests until the peer's EOF, or until the connection is shut."""
+        codec = self._codec
         while not self._closed:
             await self._reserve_frame_under_way()
-            data = await self._receive()
+            self._reading = True
+            try:
+                data = await self._reader.read(_READ_SIZE)
+            finally:
+                self._reading = False
             if not data:
                 return
-            self._codec.receive_data(data)
+            self._last_activity = self._loop.time()
+            codec.receive_data(data)
             while not self._closed:
                 try:
-                    request = self._codec.next_request()
+                    request = codec.next_request()
                 except UnsupportedVersion as exc:
                     self._release()  # that frame is consumed
-                    answer = self._codec.send_unsupported(exc)
+                    answer = codec.send_unsupported(exc)
                     if answer is None:
                         raise
                     log.info("answering unsupported %s from %s", exc, self._peer)
-                    await self._queue(_done(answer))
+                    self._in_flight.append(_Answer(answer))
+                    self._flush()
                     continue
                 if request is None:
                     break
-                task = asyncio.create_task(self._handle(request))
-                if self._reserved:
-                    # The reservation covers the request until it is answered, decoded objects
-                    # and all; small frames, answered or not, never hold the pool.
-                    task.add_done_callback(self._memory.releaser(self._reserved))
-                    self._reserved = 0
-                await self._queue(task)
+                self._start(request)
+                if len(self._in_flight) >= _MAX_PIPELINE:
+                    await self._pipeline_room()
 
-    async def _queue(self, task: asyncio.Task[Any]) -> None:
-        self._unanswered += 1
-        await self._pending.put((0, task))
+    def _start(self, request: Request) -> None:
+        answer = _Answer()
+        self._in_flight.append(answer)
+        task = self._loop.create_task(self._handle(answer, request))
+        answer.task = task
+        if self._reserved:
+            # The reservation covers the request until it is answered, decoded objects
+            # and all; small frames, answered or not, never hold the pool.
+            task.add_done_callback(self._memory.releaser(self._reserved))
+            self._reserved = 0
+
+    async def _pipeline_room(self) -> None:
+        """Stop reading while `_MAX_PIPELINE` requests are unanswered (Kafka mutes it)."""
+        while len(self._in_flight) >= _MAX_PIPELINE and not self._closed:
+            self._room = self._loop.create_future()
+            await self._room
+
+    async def _written(self) -> None:
+        """After the peer's EOF: its requests read so far are still answered, in order (a
+        client may half-close after its last request and read on)."""
+        while self._in_flight and not self._closed:
+            self._all_written = self._loop.create_future()
+            await self._all_written
 
     async def _reserve_frame_under_way(self) -> None:
         """Before reading on into a frame that one read will not hold, reserve all of it."""
@@ -203,56 +238,117 @@ class Connection:
             self._memory.release(self._reserved)
             self._reserved = 0
 
-    async def _receive(self) -> bytes:
-        """The next bytes; `_Idle` once nothing came for connections.max.idle.ms while no request
-        was in flight (a parked Fetch or a Produce awaiting its commit is not idleness)."""
-        while True:
-            try:
-                return await asyncio.wait_for(self._reader.read(_READ_SIZE),
-                                              self._limits.idle_timeout_s)
-            except TimeoutError:
-                if not self._unanswered:
-                    raise _Idle from None
-
-    async def _handle(self, request: Request) -> bytes | None:
-        response = await self._handler(request)
-        return None if response is None else self._codec.send(request.correlation_id, response)
-
-    async def _respond(self) -> None:
-        """Writes answers in request order; on any failure, closes the connection."""
+    async def _handle(self, answer: _Answer, request: Request) -> None:
         try:
-            while (item := await self._pending.get()) is not None:
-                _, task = item
-                try:
-                    data = await task
-                finally:
-                    self._unanswered -= 1
-                if data is not None:
-                    self._writer.write(data)
-                    await self._writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        except ProtocolError as exc:
+            response = await self._handler(request)
+            if response is not None:
+                answer.data = self._codec.send(request.correlation_id, response)
+        except Exception as exc:  # reported in request order by _flush
+            answer.error = exc
+        answer.ready = True
+        self._flush()
+
+    def _flush(self) -> None:
+        """Writes the finished answers at the head of the line; on a failed one, closes."""
+        in_flight = self._in_flight
+        wrote = False
+        while in_flight and in_flight[0].ready and self._drainer is None and not self._closed:
+            answer = in_flight.popleft()
+            if answer.error is not None:
+                self._fail(answer.error)
+                return
+            if answer.data is not None:
+                if self._writer.transport.is_closing():
+                    self._shut()  # the peer is gone: nobody reads the rest
+                    return
+                self._writer.write(answer.data)
+                wrote = True
+                if self._write_buffer_full():
+                    # The peer reads slower than we answer: the answers after this one wait
+                    # in line (and count against the pipeline) until it has read on.
+                    self._drainer = self._loop.create_task(self._drain())
+        if wrote:
+            self._last_activity = self._loop.time()
+        self._wake()
+
+    def _write_buffer_full(self) -> bool:
+        transport = self._writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except Exception:  # whatever ended the connection, it has ended
+            self._shut()
+            return
+        self._drainer = None
+        self._flush()
+
+    def _wake(self) -> None:
+        """Lets the reader on (pipeline room) and the end on (all answered, or shut)."""
+        if self._room is not None and (len(self._in_flight) < _MAX_PIPELINE or self._closed):
+            if not self._room.done():
+                self._room.set_result(None)
+            self._room = None
+        if self._all_written is not None and (not self._in_flight or self._closed):
+            if not self._all_written.done():
+                self._all_written.set_result(None)
+            self._all_written = None
+
+    def _fail(self, error: Exception) -> None:
+        if isinstance(error, ProtocolError):
             # A request the handler could not answer, as Kafka closes on one it cannot parse.
-            self._warnings.warn("closing connection from %s: %s", self._peer, exc)
-        except Exception:
+            self._warnings.warn("closing connection from %s: %s", self._peer, error)
+        else:
             self._warnings.warn("handler failed; closing connection from %s", self._peer,
-                                exc_info=True)
-        finally:
-            self._closed = True
-            self._reader.feed_eof()
-            self._drain_cancel()
-            self._writer.close()
+                                exc_info=error)
+        self._shut()
 
-    def _drain_cancel(self) -> None:
-        while not self._pending.empty():
-            item = self._pending.get_nowait()
-            if item is not None:
-                item[1].cancel()
+    def _shut(self) -> None:
+        """Closes the connection: unanswered requests are cancelled, the reader stops."""
+        if self._closed:
+            return
+        self._closed = True
+        while self._in_flight:
+            task = self._in_flight.popleft().task
+            if task is not None:
+                task.cancel()
+        if self._drainer is not None:
+            self._drainer.cancel()
+        self._writer.close()  # no more bytes come in: the EOF below is the last word
+        self._reader.feed_eof()
+        self._wake()
+
+    def _arm_watchdog(self, delay: float | None) -> None:
+        if delay is not None:
+            self._watchdog = self._loop.call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """connections.max.idle.ms: closes a connection that waited that long for bytes with
+        nothing in flight (a parked Fetch or a Produce awaiting its commit is not idleness)."""
+        timeout = self._limits.idle_timeout_s
+        assert timeout is not None
+        quiet = self._loop.time() - self._last_activity
+        if self._closed:
+            return
+        if quiet >= timeout and self._reading and not self._in_flight:
+            log.debug("closing connection from %s: idle for %d ms", self._peer,
+                      self._limits.idle_timeout_ms)
+            self._shut()
+            return
+        self._arm_watchdog(timeout - quiet if quiet < timeout else timeout)
 
 
-class _Idle(Exception):
-    """The connection stayed quiet for connections.max.idle.ms with nothing in flight."""
+class _Answer:
+    """One request's place in the line of answers."""
+
+    __slots__ = ("data", "error", "ready", "task")
+
+    def __init__(self, data: bytes | None = None) -> None:
+        self.data = data
+        self.error: Exception | None = None
+        self.ready = data is not None
+        self.task: asyncio.Task[None] | None = None
 
 
 class RequestMemory:
@@ -315,7 +411,7 @@ class ThrottledWarnings:
         self._next = float("-inf")
         self._left_out = 0
 
-    def warn(self, msg: str, *args: Any, exc_info: bool = False) -> None:
+    def warn(self, msg: str, *args: Any, exc_info: bool | BaseException = False) -> None:
         now = self._clock()
         if now < self._next:
             self._left_out += 1
@@ -327,9 +423,3 @@ class ThrottledWarnings:
         self._next = now + self._interval_s
         self._left_out = 0
 
-
-def _done(value: bytes) -> asyncio.Task[bytes]:
-    async def now() -> bytes:
-        return value
-
-    return asyncio.ensure_future(now())

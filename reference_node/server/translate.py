@@ -64,7 +64,17 @@ from reference_node.raft import messages as m
 from reference_node.raft.voters import VoterSet
 from reference_node.server.kiobuild import build, has_field
 from reference_node.server.peers import Outbound
-from reference_node.storage.batch import ControlType, StoredRecord, encode_batch
+from reference_node.storage.batch import (
+    HEADER_SIZE,
+    BatchFormatError,
+    BatchHeader,
+    ControlType,
+    StoredRecord,
+    decode_records,
+    encode_batch,
+    get_varint,
+    iter_batches,
+)
 from reference_node.storage.kraft_records import (
     ControlRecordError,
     decode_kraft_version,
@@ -72,6 +82,7 @@ from reference_node.storage.kraft_records import (
     kraft_version_payload,
     voters_payload,
 )
+from reference_node.storage.snapshot import encode_data_batch
 from reference_node.wire import apis
 
 TOPIC = apis.METADATA_TOPIC
@@ -626,23 +637,86 @@ def _note_opaque_control(control_type: int) -> None:
 
 
 def entries_to_records(entries: Sequence[m.Entry]) -> bytes:
-    """Kafka record batches for contiguous entries: one batch per run of one epoch and kind."""
+    """Kafka record batches for contiguous entries: one batch per run of one epoch and kind.
+
+    Every record is stamped with the time it is read, one stamp for the whole answer. A run of
+    data entries (the whole of a Fetch under load) is written by `encode_data_batch`, the same
+    bytes `encode_batch` writes without a StoredRecord per record; control entries take the
+    general path."""
+    ts = int(time.time() * 1000)
     out = bytearray()
-    run: list[StoredRecord] = []
-    for entry in entries:
-        rec = entry_to_stored(entry)
-        if run and (run[-1].epoch != rec.epoch or run[-1].is_control != rec.is_control):
-            out += encode_batch(run)
-            run = []
-        run.append(rec)
-    if run:
-        out += encode_batch(run)
+    start = 0
+    for i in range(1, len(entries) + 1):
+        if i < len(entries) and _same_batch(entries[i - 1], entries[i]):
+            continue
+        run = entries[start:i]
+        if run[0].kind is m.EntryKind.DATA:
+            out += encode_data_batch(run[0].offset, run[0].epoch, ts, [e.payload for e in run])
+        else:
+            out += encode_batch([entry_to_stored(e, ts) for e in run])
+        start = i
     return bytes(out)
 
 
-def records_to_entries(data: bytes | None) -> list[m.Entry]:
-    from reference_node.storage.batch import decode_batches
+def _same_batch(before: m.Entry, entry: m.Entry) -> bool:
+    if entry.epoch != before.epoch or entry.is_control != before.is_control:
+        return False
+    if entry.offset != before.offset + 1:
+        # as encode_batch refuses it: entries of a Fetch are contiguous, or this is a bug
+        raise ValueError(f"records of a batch need contiguous offsets: expected "
+                         f"{before.offset + 1}, got {entry.offset}")
+    return True
 
+
+def records_to_entries(data: bytes | None) -> list[m.Entry]:
+    """The entries of a Fetch response's records (whole, CRC-checked batches). A data batch laid
+    out as `encode_data_batch` lays it out (every batch a leader here sends) is read without a
+    StoredRecord per record; any other goes through `decode_records`."""
     if not data:
         return []
-    return [stored_to_entry(r) for r in decode_batches(data)]
+    out: list[m.Entry] = []
+    for pos, header in iter_batches(data):
+        values = None if header.is_control else _data_values(data, pos, header)
+        if values is None:
+            out += [stored_to_entry(r) for r in decode_records(data, pos, header)]
+            continue
+        base, epoch, data_kind = header.base_offset, header.epoch, m.EntryKind.DATA
+        out += [m.Entry(base + i, epoch, data_kind, value) for i, value in enumerate(values)]
+    return out
+
+
+def _data_values(data: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
+    """The values of a data batch whose records are all `encode_data_batch`'s layout (offset
+    delta = index, timestamp delta 0, key null, no headers) at a valid offset and epoch; None
+    for any other batch (`decode_records` then reads it, and refuses what is wrong)."""
+    end = pos + header.size
+    if header.base_offset < 0 or header.epoch < 0:
+        return None
+    p = pos + HEADER_SIZE
+    out: list[bytes] = []
+    try:
+        for i in range(header.record_count):
+            length, p = _varint(data, p)
+            record_end = p + length
+            if data[p] != 0 or data[p + 1] != 0:  # attributes, timestamp delta
+                return None
+            delta, q = _varint(data, p + 2)
+            if delta != i or data[q] != 1:  # offset delta, key null
+                return None
+            size, q = _varint(data, q + 1)
+            value_end = q + size
+            if size < 0 or value_end + 1 != record_end or record_end > end or \
+                    data[value_end] != 0:  # no headers
+                return None
+            out.append(data[q:value_end])
+            p = record_end
+    except (IndexError, BatchFormatError):
+        return None
+    return out if p == end else None
+
+
+def _varint(data: bytes, p: int) -> tuple[int, int]:
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    return get_varint(data, p)

@@ -143,19 +143,30 @@ class AsyncKafkaConnection:
                     f"{self.address} does not support {API_NAMES.get(api_key, api_key)} "
                     f"version {version}", self.address)
         correlation_id, data = self._codec.send(message)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending[correlation_id] = future
+        wait = self.timeout if timeout is None else timeout
+        # One timer, not a task per request (asyncio.wait_for's): it fails the future, which
+        # belongs to this request alone.
+        timer = loop.call_later(wait, _expire, future)
         try:
             self._writer.write(data)
-            await asyncio.wait_for(self._drain_then(future),
-                                   self.timeout if timeout is None else timeout)
-            return future.result()
-        except TimeoutError:
+            if self._write_buffer_full():
+                # The server reads slower than we send: wait for it too, within the timeout.
+                await asyncio.wait_for(self._drain_then(future), wait)
+            return await future
+        except (_Expired, TimeoutError):
             self._codec.forget(correlation_id)
             raise RequestTimeout(f"no response from {self.address} in time",
                                  self.address) from None
         finally:
+            timer.cancel()
             self._pending.pop(correlation_id, None)
+
+    def _write_buffer_full(self) -> bool:
+        transport = self._writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
 
     async def _drain_then(self, future: asyncio.Future[Any]) -> None:
         try:
@@ -214,6 +225,15 @@ class AsyncKafkaConnection:
                 future.set_exception(error)
                 # Retrieved so that an abandoned future does not log "exception never retrieved".
                 future.exception()
+
+
+class _Expired(Exception):
+    """A request's timeout passed before its response came."""
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
 
 
 def choose_version(api_key: int, ours: VersionRange, theirs: dict[int, VersionRange],

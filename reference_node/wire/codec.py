@@ -14,17 +14,16 @@ an exception of any other type is a bug in this module.
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 from kio.index import KioIndexError
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.serial import entity_reader
 
-from ._guard import check_entity
+from ._encode import writer as _writer
+from ._guard import checker as _checker
 from .apis import API_VERSIONS, SUPPORTED_APIS, VersionRange, api_versions_response
 from .apis import request_class as _request_class
 from .apis import response_class as _response_class
@@ -97,7 +96,6 @@ def frame(payload: bytes) -> bytes:
 
 
 _READERS: dict[type, Any] = {}
-_WRITERS: dict[type, Any] = {}
 
 
 def _reader(entity_type: type) -> Any:
@@ -107,33 +105,35 @@ def _reader(entity_type: type) -> Any:
     return reader
 
 
-def _writer(entity_type: type) -> Any:
-    writer = _WRITERS.get(entity_type)
-    if writer is None:
-        writer = _WRITERS[entity_type] = entity_writer(entity_type)
-    return writer
-
-
-def _decode_entity(entity_type: type[Any], data: bytes, offset: int, what: str,
+def _decode_entity(entity_type: type[Any], data: bytes, offset: int, what: str | None,
                    correlation_id: int | None) -> tuple[Any, int]:
+    """One entity at `offset` and the offset after it; `what` names it in errors (None: the
+    body of its type, a name made only when there is an error to name)."""
     try:
-        check_entity(entity_type, data, offset, len(data))
-    except ProtocolError as exc:
-        raise ProtocolError(f"malformed {what}: {exc}", correlation_id) from None
-    try:
+        _checker(entity_type)(data, offset, len(data))
         entity, size = _reader(entity_type)(data, offset)
+    except ProtocolError as exc:
+        raise ProtocolError(f"malformed {_what(entity_type, what)}: {exc}",
+                            correlation_id) from None
     except Exception as exc:
         # kio raises DecodeError, ValueError, UnicodeDecodeError, OverflowError... for bad bytes;
         # the caller only needs to know the peer is at fault.
-        raise ProtocolError(f"malformed {what}: {type(exc).__name__}: {exc}",
+        raise ProtocolError(f"malformed {_what(entity_type, what)}: {type(exc).__name__}: {exc}",
                             correlation_id) from exc
     return entity, offset + size
 
 
-def _encode_entity(entity: Any) -> bytes:
-    buffer = io.BytesIO()
-    _writer(type(entity))(buffer, entity)
-    return buffer.getvalue()
+def _what(entity_type: type[Any], what: str | None) -> str:
+    return f"{entity_type.__name__} body" if what is None else what
+
+
+def _framed(header: Any, body: Any) -> bytes:
+    """Size prefix, header and body, written into one buffer (kio's bytes: `_encode`)."""
+    out = bytearray(_SIZE.size)
+    _writer(type(header))(out, header)
+    _writer(type(body))(out, body)
+    _SIZE.pack_into(out, 0, len(out) - _SIZE.size)
+    return bytes(out)
 
 
 def peek_request_header(data: bytes) -> tuple[int, int, int]:
@@ -163,26 +163,26 @@ def decode_request(data: bytes, supported: dict[int, VersionRange] | None = None
                                     correlation_id)
     # Bytes after the body are ignored, as Kafka's brokers do: librdkafka 2.x sends three
     # extra bytes after a Metadata v12 request for all topics.
-    body, offset = _decode_entity(body_type, data, offset, f"{body_type.__name__} body",
+    body, offset = _decode_entity(body_type, data, offset, None,
                                   correlation_id)
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A framed response (size prefix, header of the version the response class names, body)."""
-    header = response.__header_schema__(correlation_id=i32(correlation_id))
-    return frame(_encode_entity(header) + _encode_entity(response))
+    # a correlation id outside int32 fails in the writer's struct, as kio's i32() would fail
+    return _framed(response.__header_schema__(correlation_id=correlation_id), response)
 
 
 def encode_request(correlation_id: int, request: Any, client_id: str | None) -> bytes:
     """A framed request for a kio request object (its class fixes the API key and version)."""
     header = request.__header_schema__(
-        request_api_key=i16(request.__api_key__),
-        request_api_version=i16(request.__version__),
-        correlation_id=i32(correlation_id),
+        request_api_key=request.__api_key__,
+        request_api_version=request.__version__,
+        correlation_id=correlation_id,
         client_id=client_id,
     )
-    return frame(_encode_entity(header) + _encode_entity(request))
+    return _framed(header, request)
 
 
 def response_correlation_id(data: bytes) -> int:
@@ -198,8 +198,7 @@ def decode_response(data: bytes, response_type: type[Any]) -> tuple[int, Any]:
     correlation_id = response_correlation_id(data)
     _, offset = _decode_entity(response_type.__header_schema__, data, 0, "response header",
                                correlation_id)
-    body, _ = _decode_entity(response_type, data, offset, f"{response_type.__name__} body",
-                             correlation_id)
+    body, _ = _decode_entity(response_type, data, offset, None, correlation_id)
     return correlation_id, body
 
 
