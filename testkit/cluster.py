@@ -155,7 +155,10 @@ class Cluster:
         path = self.data_dir(i) / "events.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        text = path.read_text()
+        # A line the node is writing now may be read half-written: only whole lines count.
+        whole = text[:text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
     def __enter__(self) -> Cluster:
         return self
