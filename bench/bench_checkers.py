@@ -17,22 +17,27 @@ explored (the budget's unit, the same on any machine).
 
 `kraft check` on a stored history (issue 18): the same append workload written to a history.jsonl
 as the harness writes it, with reads of the last 1 to 50 offsets (`--read-window`): at 10^6
-operations, 2x10^6 lines and 500 MB (`--read-window 18`: 380 MB). Timed in a fresh interpreter,
-end to end: reading and validating the history, then the checks; with the peak RSS.
+operations, 2x10^6 lines and 500 MB (`--read-window 18`: 380 MB). Run as the command runs (a fresh
+interpreter, harness.cli as __main__, so that it ends the process as `kraft check` does) and timed
+end to end and by phase: the history's load (and the append parse, which follows the reading), the
+end of that parse, the other checks, results.json and the summary, and the exit; with the peak RSS. `--sizes 0 --register 0` leaves only this one.
 
-    python bench/bench_checkers.py --append-reads 1000000 [--read-window 50] [--history PATH]
+    python bench/bench_checkers.py --sizes 0 --register 0 --append-reads 1000000 \
+        [--read-window 50] [--history PATH]
+
+To time other code with the same bench, put it first on the path: PYTHONPATH=/other/copy python ...
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import atexit
 import gc
-import io
+import itertools
 import json
 import math
+import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -227,8 +232,9 @@ def write_append_history(path: Path, n: int, window: int, seed: int = 1) -> None
 
 
 def bench_append_file(n: int, window: int, keep: Path | None) -> None:
-    """`kraft check` on a stored history.jsonl of N append operations, in a fresh interpreter (so
-    that its peak RSS is the check's alone): `checkers.cli.main`, with its history load timed."""
+    """`kraft check` on a stored history.jsonl of N append operations, as the command runs it, in a
+    fresh interpreter (so that its peak RSS is the check's alone): timed end to end, and by phase
+    (`check_file`)."""
     print(f"\nkraft check on a history.jsonl of {n} append operations (2N lines), reads of up to "
           f"{window} records")
     with tempfile.TemporaryDirectory(prefix="bench-checkers-") as scratch:
@@ -241,24 +247,42 @@ def bench_append_file(n: int, window: int, keep: Path | None) -> None:
             print(f"generated {path} in {time.perf_counter() - began:.1f} s")
         lines, records = _count(path)  # also brings the file into the page cache, as for a re-check
         print(f"{path.stat().st_size / 1e6:.0f} MB, {lines} lines, {records} read records")
-        began = time.perf_counter()
-        child = subprocess.run([sys.executable, __file__, "--check-file", str(path)],
-                               capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - began
-    if child.returncode != 0:
-        print(child.stdout, child.stderr, sep="\n")
-        raise SystemExit(f"the check process failed ({child.returncode})")
-    got = json.loads(child.stdout.splitlines()[-1])
-    print(f"{'':>7} {'load s':>7} {'check s':>8} {'total s':>8} {'peak RSS MB':>12} "
-          f"{'process s':>10}  verdict")
-    print(f"{'wall':>7} {got['load']:>7.2f} {got['total'] - got['load']:>8.2f} {got['total']:>8.2f} "
-          f"{got['maxrss_kb'] / 1024:>12.0f} {wall:>10.2f}  {got['verdict']}")
-    print(f"{'cpu':>7} {got['load_cpu']:>7.2f} {got['cpu'] - got['load_cpu']:>8.2f} "
-          f"{got['cpu']:>8.2f}")
-    print("(load: checkers.history.load; check: the rest of checkers.cli.main: compose.check, the "
-          "summary, results.json and freeing the history; cpu: process_time, which other load on "
-          "the machine spares; peak RSS: the check process's getrusage ru_maxrss; process: its "
-          "wall time with the interpreter's start and imports, as `kraft check` takes)")
+        stamps_path, output = Path(scratch) / "stamps.json", Path(scratch) / "output"
+        with open(output, "w") as out:
+            began = time.perf_counter()
+            child = subprocess.Popen([sys.executable, __file__, "--check-file", str(path),
+                                      "--stamps", str(stamps_path)], stdout=out, stderr=out)
+            _, status, usage = os.wait4(child.pid, 0)
+            ended = time.perf_counter()
+        code = os.waitstatus_to_exitcode(status)
+        stamps = json.loads(stamps_path.read_text()) if stamps_path.exists() else None
+        if code not in (0, 1, 2) or stamps is None:
+            print(output.read_text())
+            raise SystemExit(f"the check process failed ({code})")
+    _print_phases(stamps, ended, ended - began, usage.ru_utime + usage.ru_stime,
+                  usage.ru_maxrss / 1024, {0: True, 1: False}.get(code, "unknown"))
+
+
+def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, process_cpu: float,
+                  peak_mb: float, verdict: Any) -> None:
+    """Each phase's wall and CPU time from the child's stamps ([monotonic clock, CPU time] at the
+    end of each phase); the exit is from the summary to the process's end as its parent saw it."""
+    order = ["start", "load", "parse", "checks", "written", "exit"]
+    wall = {name: stamps[name][0] for name in order[:-1]} | {"exit": ended}
+    cpu = {name: stamps[name][1] for name in order[:-1]} | {"exit": process_cpu}
+    print(f"{'':>5} " + "".join(f"{name + ' s':>10}" for name in order[1:])
+          + f"{'main s':>9}{'process s':>11}{'peak RSS MB':>13}  verdict")
+    for label, clock, whole in (("wall", wall, process), ("cpu", cpu, process_cpu)):
+        phases = "".join(f"{clock[name] - clock[before]:>10.2f}"
+                         for before, name in itertools.pairwise(order))
+        extra = f"{peak_mb:>13.0f}  {verdict}" if label == "wall" else ""
+        print(f"{label:>5} {phases}{clock['exit'] - clock['start']:>9.2f}{whole:>11.2f}{extra}")
+    print("(load: checkers.history.load, with the append parse that follows the reading when kraft "
+          "check makes one; parse: checkers.append_history.parse, the rest of it; checks: the rest of "
+          "compose.check; written: results.json and the summary; exit: from there to the process's "
+          "end; main: checkers.cli.main to the end; process: the whole command, with the "
+          "interpreter's start and imports; cpu: user + system time, which other load on the "
+          "machine spares; peak RSS: the process's ru_maxrss)")
 
 
 def _count(path: Path) -> tuple[int, int]:
@@ -272,29 +296,35 @@ def _count(path: Path) -> tuple[int, int]:
     return lines, records
 
 
-def check_file(path: Path) -> None:
-    """The child of `bench_append_file`: `kraft check --no-plots PATH` in process; prints its
-    figures as one JSON line."""
-    from checkers import cli
+def check_file(path: Path, stamps_path: Path) -> None:
+    """The child of `bench_append_file`: `kraft check --no-plots PATH` as the command runs it
+    (harness.cli as __main__, so that it ends the process as `kraft check` does), with the clock and
+    the CPU time stamped at the end of each phase; the stamps are written by an exit function."""
+    import runpy
 
-    timed: dict[str, float] = {}
-    load = cli.load_history
+    from checkers import append_history, cli, compose
 
-    def timed_load(where: Path | str) -> list[Op]:
-        began, began_cpu = time.perf_counter(), time.process_time()
-        history = load(where)
-        timed["load"], timed["load_cpu"] = (time.perf_counter() - began,
-                                            time.process_time() - began_cpu)
-        return history
+    stamps: dict[str, list[float]] = {}
 
-    cli.load_history = timed_load  # type: ignore[assignment]  # times what kraft check calls
-    began, began_cpu = time.perf_counter(), time.process_time()
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = cli.main([str(path), "--no-plots"])
-    total, cpu = time.perf_counter() - began, time.process_time() - began_cpu
-    verdict = {cli.EXIT_VALID: True, cli.EXIT_INVALID: False}.get(code, f"exit {code}")
-    print(json.dumps({**timed, "total": total, "cpu": cpu, "verdict": verdict,
-                      "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    def stamp(name: str) -> None:
+        stamps[name] = [time.perf_counter(), time.process_time()]
+
+    def after(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            stamp(name)
+            return result
+        return timed
+
+    # run last of the exit functions, whether kraft check exits by itself or returns
+    atexit.register(lambda: stamps_path.write_text(json.dumps(stamps)))
+    cli.load_history = after("load", cli.load_history)  # type: ignore[assignment]
+    append_history.parse = after("parse", append_history.parse)  # type: ignore[assignment]
+    compose.check = after("checks", compose.check)  # type: ignore[assignment]
+    cli.summary.render = after("written", cli.summary.render)  # type: ignore[assignment]
+    sys.argv = ["kraft", "check", "--no-plots", str(path)]
+    stamp("start")
+    runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
 
 
 def main() -> None:
@@ -311,13 +341,14 @@ def main() -> None:
     parser.add_argument("--history", type=Path, metavar="PATH",
                         help="where to write that history, kept for later runs (reused if there)")
     parser.add_argument("--check-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--stamps", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.check_file is not None:
-        check_file(args.check_file)
+        check_file(args.check_file, args.stamps)
         return
     chosen = args.sizes is not None or args.register is not None or args.append_reads is not None
     sizes_text = args.sizes if args.sizes is not None else "" if chosen else "10000,100000,1000000"
-    sizes = [int(s) for s in sizes_text.split(",") if s]
+    sizes = [int(s) for s in sizes_text.split(",") if s and int(s) > 0]  # --sizes 0: none
     register = args.register if args.register is not None else 0 if chosen else 100
     append_reads = args.append_reads if args.append_reads is not None else 0 if chosen else 1_000_000
     if sizes:

@@ -9,7 +9,9 @@ the availability figures, so that nothing walks the history again.
 
 Speed matters, and on a history of 10^6 operations (~6x10^6 read records) memory traffic costs more
 than work: each op is a dict somewhere in a gigabyte. So everything is taken from an op during the
-one pass, while it is in the cache: its pairing, its append or read, its records. Observations are
+one pass, while it is in the cache: its pairing, its append or read, its records; and `kraft check`
+has the pass follow the reading of history.jsonl (`Reading`), a batch of ops at a time just after
+they are decoded, rather than walk the whole history a second time from memory. Observations are
 made in that pass too, optimistically: acknowledgements are authoritative, and the rule is that
 they are observed before any read, which one pass cannot do for a read that sees an offset before
 its ack arrives. That matters only when something disagrees (a conflict, a duplicate, a malformed
@@ -20,6 +22,8 @@ redoes all observations the careful way, acks first, after the pass.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,51 +93,189 @@ class AppendHistory:
 
 
 def parse(history: list[Op]) -> AppendHistory:
-    parsed = AppendHistory(history)
-    at = parsed.at = [None] * len(history)
-    observer = _Observer(parsed)
-    outline = parsed.outline
-    fs, types, times, nemesis = outline.fs, outline.types, outline.times, outline.nemesis
-    pending: dict[Any, int] = {}
-    last_nemesis = -1
-    for position, op in enumerate(history):
-        process = op["process"]
-        if process == NEMESIS:
-            nemesis.append(op)
-            last_nemesis = position
-            continue
-        type_ = op["type"]
-        if type_ == "invoke":
-            pending[process] = position
-            continue
-        started = pending.pop(process, None)
-        if started is None:
-            raise InputError(f"op {position}: a completion of process {process} with no invoke "
-                             f"(checkers.history.validate tells more)")
-        f = op["f"]
-        fs.append(f)  # the outline's columns, as `history.outline` fills them
-        types.append(type_)
-        times.append(op.get("time"))
-        if f == "append":
-            append = at[started] = at[position] = _append(parsed, history[started], op, started,
-                                                          position)
-            if append.offset is None:
-                parsed.unacknowledged.append(append)
-            elif observer.optimistic:
-                observer.ack(append)
-        elif f == "read":
-            if type_ == "ok":
-                read = at[started] = at[position] = _read(history[started], op, started, position)
-                parsed.reads.append(read)
-                if observer.optimistic:
-                    observer.read(read)
-        else:
-            parsed.unsupported += 1
-    _open_invokes(parsed, sorted(pending.values()))
-    _mark_final(parsed, last_nemesis)
-    if not observer.optimistic:
-        _observe(parsed)
-    return parsed
+    """The append history of `history`: the one pass (module docstring) over all its ops, or,
+    when a `Reading` followed the reading of this very list, the end of that pass."""
+    following = _FOLLOWED.pop(id(history), None)
+    one_pass = following if following is not None and following.history is history else None
+    return (one_pass or _Pass(history)).finish()
+
+
+class Reading:
+    """An append parse made as the history is read: passed to `checkers.history.load` (`follow`),
+    it takes each batch of ops as the reader keeps them, while they are still in the cache, rather
+    than walking the gigabytes of a long history again afterwards; `parse` of the list that load
+    returns then only ends that pass. Whoever loads keeps this object while the check runs (it is
+    forgotten with it); the list must not change in between (as in `kraft check`)."""
+
+    def __init__(self) -> None:
+        self._pass: _Pass | None = None
+
+    def __call__(self, ops: list[Op], end: int) -> None:
+        """`ops[:end]` are read and valid (the reader calls again with a longer `end`)."""
+        if self._pass is None or self._pass.history is not ops:
+            self._pass = _Pass(ops)
+            _FOLLOWED[id(ops)] = self._pass
+        self._pass.feed(end)
+
+
+class _Pass:
+    """The one pass, fed the ops of the history in order (all at once by `parse`, a batch at a
+    time by a `Reading`); `finish` gives the AppendHistory, or raises the InputError the pass
+    met. The loop runs for every op of histories of millions, where a call per op costs as much as
+    the work, so the common path is written out in `_feed`: the pairing, the outline's columns,
+    each append and ok read, and the observations while nothing disagrees. What is rare (an op
+    that does not fit, the careful observations) is left to the helpers."""
+
+    def __init__(self, history: list[Op]) -> None:
+        self.history = history
+        self.parsed = AppendHistory(history)
+        self.fed = 0  # ops taken so far
+        self.error: InputError | None = None  # what stopped the pass
+        # One object per f and type name, the same in every column and Append: each op of a
+        # loaded history holds its own copies, and the walks over the columns (the op counts,
+        # the availability figures) would fetch each from wherever its op lies.
+        self.names: dict[Any, Any] = {name: name for name in ("append", "read", "ok", "fail",
+                                                               "info")}
+        self.pending: dict[Any, int] = {}  # process -> position of its open invoke
+        self.last_read: dict[Any, Read] = {}  # node -> its last ok read so far, for `_mark_final`
+        self.last_nemesis = -1
+        self.marked_final = False  # whether the history marks a read `final`
+        self.optimistic = True  # observing in this pass, as nothing disagreed yet
+
+    def feed(self, end: int) -> None:
+        """Takes the ops up to `end`; after an InputError, nothing more."""
+        if self.error is None and end > self.fed:
+            try:
+                self._feed(end)
+            except InputError as exc:
+                self.error = exc
+
+    def finish(self) -> AppendHistory:
+        self.feed(len(self.history))
+        if self.error is not None:
+            raise self.error
+        parsed = self.parsed
+        _open_invokes(parsed, sorted(self.pending.values()))
+        if not self.marked_final:
+            _mark_final(parsed, self.last_nemesis, self.last_read)
+        if not self.optimistic:
+            _observe(parsed)
+        return parsed
+
+    def _feed(self, end: int) -> None:
+        history, parsed, begin = self.history, self.parsed, self.fed
+        at = parsed.at
+        at.extend([None] * (end - begin))
+        outline = parsed.outline
+        add_f, add_type, add_time = outline.fs.append, outline.types.append, outline.times.append
+        appends, add_read = parsed.appends, parsed.reads.append
+        add_unacknowledged = parsed.unacknowledged.append
+        value_at, shown_at, offset_of = parsed.value_at, parsed.shown_at, parsed.offset_of
+        known = value_at.get
+        name: Callable[[Any, Any], Any] = self.names.setdefault
+        pending, last_read = self.pending, self.last_read
+        last_nemesis, marked_final, optimistic = self.last_nemesis, self.marked_final, \
+            self.optimistic
+        for position, op in enumerate(history[begin:end], begin):
+            process = op["process"]
+            if process == NEMESIS:
+                outline.nemesis.append(op)
+                last_nemesis = position
+                continue
+            type_ = op["type"]
+            if type_ == "invoke":
+                pending[process] = position
+                continue
+            started = pending.pop(process, None)
+            if started is None:
+                raise InputError(f"op {position}: a completion of process {process} with no invoke "
+                                 f"(checkers.history.validate tells more)")
+            f, type_ = name(op["f"], op["f"]), name(type_, type_)
+            add_f(f)  # the outline's columns, as `history.outline` fills them
+            add_type(type_)
+            add_time(op.get("time"))
+            if f == "append":
+                argument, result = history[started].get("value"), op.get("value")
+                value = argument.get("value") if type(argument) is dict else None
+                if type(value) is not int or value in appends:
+                    raise _append_error(appends, history[started], op, started, position)
+                if type_ != "ok":
+                    append = Append(value, started, position, type_, None, process, op.get("node"))
+                    appends[value] = at[started] = at[position] = append
+                    add_unacknowledged(append)
+                    continue
+                if (type(result) is not dict or type(result.get("offset")) is not int
+                        or result.get("value") != value):
+                    raise _append_error(appends, history[started], op, started, position)
+                offset = result["offset"]
+                append = Append(value, started, position, type_, offset, process, op.get("node"))
+                appends[value] = at[started] = at[position] = append
+                if optimistic:
+                    # An ack is observed first unless a read showed its value there before it came
+                    # (acks count as seen first, so it takes over); else something disagrees.
+                    seen = known(offset)
+                    if seen == value or (seen is None and value not in offset_of):
+                        value_at[offset] = value
+                        shown_at[offset] = position
+                        offset_of[value] = (offset, position)
+                    else:
+                        optimistic = False  # a conflict or a duplicate
+            elif f == "read":
+                if type_ != "ok":
+                    continue
+                result = op.get("value")
+                start = hw = records = None
+                if type(result) is dict:
+                    start, hw, records = result.get("from"), result.get("hw"), result.get("records")
+                if type(start) is not int or type(hw) is not int or type(records) is not list:
+                    raise _read_error(op, position)
+                final = bool(history[started].get("final") or op.get("final"))
+                read = Read(started, position, process, op.get("node"), start, hw, records, final)
+                at[started] = at[position] = read
+                add_read(read)
+                last_read[read.node] = read
+                marked_final = marked_final or final
+                if optimistic:
+                    optimistic = _observe_read(read, value_at, shown_at, offset_of)
+            else:
+                parsed.unsupported += 1
+        self.fed = end
+        self.last_nemesis, self.marked_final, self.optimistic = last_nemesis, marked_final, \
+            optimistic
+
+
+_FOLLOWED: weakref.WeakValueDictionary[int, _Pass] = weakref.WeakValueDictionary()
+# id(history) -> the pass a `Reading` makes while it is read, for as long as the Reading lives
+
+
+def _observe_read(read: Read, value_at: dict[int, int], shown_at: dict[int, int],
+                  offset_of: dict[int, tuple[int, int]]) -> bool:
+    """The observations of one read during the pass, and its `matching`; False, with the read
+    left unfinished, at the first record that disagrees (`_observe` then redoes them all)."""
+    known = value_at.get
+    position, start, hw = read.done, read.start, read.hw
+    matching = 0
+    try:
+        for offset, value in read.records:
+            if type(offset) is not int:
+                return False
+            if value is None:
+                continue
+            # The common case costs one lookup: the record agrees with what was seen first.
+            # None is never stored in value_at, so an unseen offset takes the other branch.
+            seen = known(offset)
+            if seen != value:
+                if seen is not None or type(value) is not int or value in offset_of:
+                    return False  # a conflict, a malformed record or a duplicate
+                value_at[offset] = value
+                shown_at[offset] = position
+                offset_of[value] = (offset, position)
+            if start <= offset < hw:
+                matching += 1
+    except (TypeError, ValueError):  # a record that is not a pair
+        return False
+    read.matching = matching
+    return True
 
 
 def _open_invokes(parsed: AppendHistory, positions: list[int]) -> None:
@@ -147,111 +289,52 @@ def _open_invokes(parsed: AppendHistory, positions: list[int]) -> None:
             continue
         argument = invoke.get("value")
         value = argument.get("value") if type(argument) is dict else None
-        if type(value) is not int:
-            raise InputError(f"op {position}: an append invoke needs an integer value.value")
-        if value in parsed.appends:
-            raise InputError(f"op {position}: value {value} is appended twice (values must be "
-                             "unique)")
+        if type(value) is not int or value in parsed.appends:
+            raise _append_error(parsed.appends, invoke, invoke, position, position)
         append = Append(value, position, position, "info", None, invoke["process"],
                         invoke.get("node"))
         parsed.appends[value] = parsed.at[position] = append
         parsed.unacknowledged.append(append)
 
 
-def _append(parsed: AppendHistory, invoke: Op, done: Op, started: int, position: int) -> Append:
+def _append_error(appends: dict[int, Append], invoke: Op, done: Op, started: int,
+                  position: int) -> InputError:
+    """What is wrong with an append that `parse` found wrong, the first thing in this order: the
+    invoked value, its uniqueness, and for an ok completion its offset and value."""
     argument, result = invoke.get("value"), done.get("value")
     value = argument.get("value") if type(argument) is dict else None
     if type(value) is not int:
-        raise InputError(f"op {started}: an append invoke needs an integer value.value")
-    if value in parsed.appends:
-        raise InputError(f"op {started}: value {value} is appended twice (values must be unique)")
-    offset = None
-    type_ = done["type"]
-    if type_ == "ok":
-        if type(result) is not dict or type(result.get("offset")) is not int:
-            raise InputError(f"op {position}: an ok append needs an integer value.offset")
-        offset = result["offset"]
-        if result.get("value") != value:
-            raise InputError(f"op {position}: ok value {result.get('value')!r} differs from the "
-                             f"invoked {value}")
-    append = parsed.appends[value] = Append(value, started, position, type_, offset,
-                                            done["process"], done.get("node"))
-    return append
+        return InputError(f"op {started}: an append invoke needs an integer value.value")
+    if value in appends:
+        return InputError(f"op {started}: value {value} is appended twice (values must be unique)")
+    if type(result) is not dict or type(result.get("offset")) is not int:
+        return InputError(f"op {position}: an ok append needs an integer value.offset")
+    return InputError(f"op {position}: ok value {result.get('value')!r} differs from the "
+                      f"invoked {value}")
 
 
-def _read(invoke: Op, done: Op, started: int, position: int) -> Read:
-    result = done.get("value")
-    if type(result) is not dict:
-        raise InputError(f"op {position}: an ok read needs a value object")
-    start, hw, records = result.get("from"), result.get("hw"), result.get("records")
-    if type(start) is not int or type(hw) is not int or type(records) is not list:
-        raise InputError(f"op {position}: an ok read needs integer from and hw, and a list of records")
-    final = bool(invoke.get("final") or done.get("final"))
-    return Read(started, position, done["process"], done.get("node"), start, hw, records, final)
+def _read_error(done: Op, position: int) -> InputError:
+    """What is wrong with an ok read that `parse` found wrong."""
+    if type(done.get("value")) is not dict:
+        return InputError(f"op {position}: an ok read needs a value object")
+    return InputError(f"op {position}: an ok read needs integer from and hw, and a list of records")
 
 
-class _Observer:
-    """The observations made during the pass, while nothing disagrees (module docstring). Once
-    something does, `optimistic` turns false and the caller redoes them with `_observe`."""
-
-    def __init__(self, parsed: AppendHistory) -> None:
-        self.parsed = parsed
-        self.optimistic = True
-
-    def ack(self, append: Append) -> None:
-        value_at, offset, value = self.parsed.value_at, append.offset, append.value
-        assert offset is not None
-        seen = value_at.get(offset)
-        if seen is None and value not in self.parsed.offset_of:
-            self._first(offset, value, append.done)
-        elif seen == value:
-            # A read showed it before the ack came: acks count as seen first, so take over.
-            self._first(offset, value, append.done)
-        else:
-            self.optimistic = False  # a conflict or a duplicate
-
-    def read(self, read: Read) -> None:
-        value_at = self.parsed.value_at
-        known = value_at.get
-        start, hw = read.start, read.hw
-        matching = 0
-        try:
-            for offset, value in read.records:
-                if type(offset) is not int:
-                    break
-                if value is None:
-                    continue
-                # The common case costs one lookup: the record agrees with what was seen first.
-                seen = known(offset)
-                if seen != value:
-                    if (seen is not None or type(value) is not int
-                            or value in self.parsed.offset_of):
-                        break  # a conflict, a malformed record or a duplicate
-                    self._first(offset, value, read.done)
-                if start <= offset < hw:
-                    matching += 1
-            else:
-                read.matching = matching
-                return
-        except (TypeError, ValueError):  # a record that is not a pair
-            pass
-        self.optimistic = False
-
-    def _first(self, offset: int, value: int, position: int) -> None:
-        self.parsed.value_at[offset] = value
-        self.parsed.shown_at[offset] = position
-        self.parsed.offset_of[value] = (offset, position)
-
-
-def _mark_final(parsed: AppendHistory, last_nemesis: int) -> None:
-    """Flags the final reads: those marked `final`, or else the last ok read of each node among
-    the reads invoked after the last nemesis op (the heal that precedes the final reads)."""
-    if any(read.final for read in parsed.reads):
+def _mark_final(parsed: AppendHistory, last_nemesis: int, last_read: dict[Any, Read]) -> None:
+    """When no read is marked `final`: flags the last ok read of each node among the reads invoked
+    after the last nemesis op (the heal that precedes the final reads). `last_read` is each node's
+    last ok read; when it was invoked after that op it is the one, else the reads are walked back
+    to the last nemesis op (a read completed before it was invoked before it too)."""
+    if all(read.invoke > last_nemesis for read in last_read.values()):
+        for read in last_read.values():
+            read.final = True
         return
     last_by_node: dict[Any, Read] = {}
-    for read in parsed.reads:
+    for read in reversed(parsed.reads):  # completion order, from the last
+        if read.done < last_nemesis:
+            break
         if read.invoke > last_nemesis:
-            last_by_node[read.node] = read
+            last_by_node.setdefault(read.node, read)
     for read in last_by_node.values():
         read.final = True
 

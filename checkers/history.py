@@ -58,15 +58,22 @@ class Read:
     error: HistoryError | None
 
 
-def load(path: Path | str) -> list[Op]:
+# Called now and then as a history is read, with the ops kept so far and how many of them are read
+# and valid (all but the last few): a parse that follows the reading takes them while they are
+# still in the cache (`append_history.Reading`). Not called once the history is found bad.
+Follow = Callable[[list[Op], int], None]
+FOLLOW_EVERY = 2048  # ops: a batch is read again while it is in the cache (about 2 MB of dicts)
+
+
+def load(path: Path | str, follow: Follow | None = None) -> list[Op]:
     """Read and validate a history file; raises HistoryError naming the first bad line."""
-    found = read(path)
+    found = read(path, follow)
     if found.error is not None:
         raise found.error
     return found.ops
 
 
-def read(path: Path | str) -> Read:
+def read(path: Path | str, follow: Follow | None = None) -> Read:
     """Read and validate a history file, returning what is wrong instead of raising it. Every line
     is read, so that `lines` counts them all; a file that is not UTF-8 raises UnicodeDecodeError."""
     try:
@@ -77,21 +84,22 @@ def read(path: Path | str) -> Read:
     # no cycles and live until the verdict: the collector would only scan them again and again
     # (with it on, reading 10^6 operations spent over half of its 33 s in the collector).
     with handle, cyclic_gc.paused():
-        found = _read_lines(handle, path)
+        found = _read_lines(handle, path, follow)
         cyclic_gc.to_oldest_generation()
     return found
 
 
-def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
+def _read_lines(handle: Iterable[str], path: Path | str, follow: Follow | None = None) -> Read:
     """Each op is validated as it is decoded, so that the history is held once. A line that is
     not JSON outranks any problem of an earlier op (JSON is the first thing the format asks for):
     after a problem, lines are still decoded, but no longer kept.
 
-    The common op's fields (a client or nemesis op without `final`, `wall` or a structured error)
-    are judged here, inline, since this loop runs for every line of histories of millions; it
-    passes only what `_field_problem` passes, and then `_Rules.pair` places the op among its
-    process's invokes and completions. Any other op, and any line msgspec refused, goes to
-    `_Rules.check`, which has the last word and the messages."""
+    The common op is judged here, inline, since this loop runs for every line of histories of
+    millions: its fields (a client or nemesis op without `final`, `wall` or a structured error),
+    passing only what `_field_problem` passes, and its place among its process's invokes and
+    completions when that is the usual one (an invoke of an idle process, the completion of its
+    process's open invoke of the same f), as `_Rules.pair` places it. Any other op, and any line
+    msgspec refused, goes to `_Rules`, which has the last word and the messages."""
     ops: list[Op] = []
     keep = ops.append
     count = 0  # non-blank lines so far
@@ -99,8 +107,10 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
     invalid: HistoryError | None = None  # the first op that breaks a rule of the format
     crash: Exception | None = None  # what the rules raised instead of saying what is wrong
     spoiled = False  # either is set: the ops are no longer kept
+    follow_at = FOLLOW_EVERY if follow is not None else -1  # when `follow` is next called
     rules = _Rules()
-    pair = rules.pair
+    pending, retired = rules.pending, rules.retired
+    open_invoke = pending.pop
     loads, unusual, types = _DECODER.loads, _UNUSUAL, TYPES
     fields = None if _DECODER.checks_fields else FIELDS
     try:
@@ -121,13 +131,18 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
             count += 1
             if spoiled:
                 continue
+            if position == follow_at and follow is not None:  # every op before it is kept
+                follow_at += FOLLOW_EVERY
+                follow(ops, position)
             if common:
                 try:
                     index, time, type_, f = op["index"], op["time"], op["type"], op["f"]
                     process = op["process"]
                     node, error = op.get("node"), op.get("error")
+                    # `type_ in types` alone: a JSON value equal to a str is that str, and one
+                    # that is not hashable raises TypeError
                     common = (type(index) is int and index == position and type(time) is int
-                              and time >= 0 and type(type_) is str and type_ in types
+                              and time >= 0 and type_ in types
                               and type(f) is str and f != ""
                               and (type(process) is int or process == NEMESIS)
                               and (fields is None or op.keys() <= fields)
@@ -136,9 +151,27 @@ def _read_lines(handle: Iterable[str], path: Path | str) -> Read:
                               and "final" not in op and "wall" not in op)
                 except (KeyError, TypeError):  # not an object, or a field missing
                     common = False
+                if common:  # its fields are good; its place, in the usual case:
+                    if type(process) is not int:  # the nemesis, which pairs nothing
+                        keep(op)
+                        continue
+                    if type_ == "invoke":
+                        if process not in pending and process not in retired:
+                            pending[process] = (lineno, f)
+                            keep(op)
+                            continue
+                    else:
+                        started = open_invoke(process, None)
+                        if started is not None:
+                            if started[1] == f:
+                                if type_ == "info":
+                                    retired[process] = lineno
+                                keep(op)
+                                continue
+                            pending[process] = started  # as it was, for the message
             try:
-                # fields already found good: only the op's place among its process's is left
-                problem = (pair(process, type_, f, lineno) if common
+                # with fields found good, only the op's place among its process's is left
+                problem = (rules.pair(process, type_, f, lineno) if common
                            else rules.check(op, position, lineno))
             except Exception as exc:  # raised below, unless a line is not JSON
                 crash, spoiled = exc, True
