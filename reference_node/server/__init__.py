@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 `node.NodeHost` owns one `RaftCore` and feeds it every input on the event-loop thread: clock ticks
 (when the core's next deadline is due: an idle node sleeps), Raft messages from peers, client
-appends and reads, and `LogFlushed` when a flush finishes. One pump task carries out each `Ready` in
-the order written on it: the quorum state is fsynced before any message of that Ready leaves;
-appends, truncations and flushes go, in order, to one disk thread (`storage_adapter.Disk`), so the
-loop keeps serving while fsync runs.
+appends and reads, and `LogFlushed` when a flush finishes. The pump (a loop callback) carries out
+each `Ready` in the order written on it: the quorum state is fsynced before any message of that
+Ready leaves; a Ready's reset, truncation, appends and flush go as one job to one disk thread
+(`storage_adapter.Disk`, group commit), so the loop keeps serving while fsync runs.
 
 - `listener` accepts connections and frames requests (`wire.codec`); requests of one connection
   run concurrently, responses go back in request order; bad bytes close only that connection.
