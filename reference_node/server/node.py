@@ -267,12 +267,20 @@ class NodeHost:
         self.events.start()
         if self._log_invalid is not None:
             self.events.emit("log-invalid", reason=self._log_invalid)
-        self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
-                                              ssl=self.cfg.listener_ssl())
+        # The metrics port first: the client port is what the harness and the peers take for
+        # "started", so it accepts only once nothing else can fail the start (with the metrics
+        # port taken after it, a node that then exited passed for started, and its run was VALID).
         self._metrics_server = None
         if self.cfg.metrics_port:
             self._metrics_server = await serve_metrics(self.metrics, self.cfg.listen.host,
                                                        self.cfg.metrics_port)
+        try:
+            self.port = await self.listener.start(self.cfg.listen.host, self.cfg.listen.port,
+                                                  ssl=self.cfg.listener_ssl())
+        except BaseException:
+            if self._metrics_server is not None:
+                self._metrics_server.close()
+            raise
         log.info("node %d listening on %s:%d (cluster %s, directory %s, %s of voters %s, "
                  "kraft.version %d, roles %s)", self.node_id, self.cfg.listen.host, self.port,
                  self.cluster_id, self.core.directory_id,
@@ -954,7 +962,9 @@ async def serve(cfg: NodeConfig, stop: asyncio.Event | None = None) -> int:
     try:
         await host.start()
     except OSError as exc:
-        log.error("cannot listen on %s: %s", cfg.listen, exc)
+        # the error names the address (the client port's or the metrics port's)
+        log.error("cannot listen (client port %s, metrics port %s): %s", cfg.listen,
+                  cfg.metrics_port or "none", exc)
         host.disk.close()
         return 1
     stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
