@@ -113,11 +113,13 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 """Kafka's `Uuid.METADATA_TOPIC_ID` (0, 1): how Fetch v13+ and Metadata name `__cluster_metadata`."""
 
 
+@cache  # kio resolves the module by name through importlib on every call: a tenth of a client's CPU
 def request_module(api_key: int, version: int) -> ModuleType:
     """kio's module of request classes for one API version (nested classes live there too)."""
     return load_payload_module(api_key, version, EntityType.request)
 
 
+@cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """kio's module of response classes for one API version."""
     return load_payload_module(api_key, version, EntityType.response)

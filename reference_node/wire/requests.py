@@ -10,6 +10,7 @@ import datetime
 import uuid
 from collections.abc import Sequence
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
@@ -35,10 +36,22 @@ EARLIEST_TIMESTAMP = -2
 
 def _make(cls: type[Any], **values: Any) -> Any:
     # Fields a version lacks are dropped: the same call builds every version.
-    names = {f.name for f in fields(cls)}
+    names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    # a dict, not functools.cache: mypy finds type[Any] not Hashable
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
+
+@cache  # immutable, and parsed at every Produce otherwise
 def _millis(ms: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 

@@ -284,3 +284,21 @@ def test_without_workload_a_run_takes_its_targets_first() -> None:
     assert workload("--target", "nats") == "append"
     assert workload("--target", "etcd", "--workload", "append") == "append"  # refused later
     assert workload("--target", "nope") == "append"  # prepare refuses the name itself
+
+
+def test_a_kraft_process_skips_hypothesis_and_an_in_process_caller_keeps_it() -> None:
+    """kio imports hypothesis whenever it is installed; a kraft process (the console script,
+    `python -m harness.cli`) has no use for it and does not pay for it, while pytest, calling
+    main(argv) in-process, must still be able to import it."""
+    probe = ("import sys; from harness.cli import main; {call}; import kio.schema.errors; "
+             "print(sys.modules.get('hypothesis') is not None)")
+    as_process = subprocess.run(
+        [sys.executable, "-c", probe.format(call="sys.argv = ['kraft', '--help']; main()")],
+        capture_output=True, text=True, check=True)
+    assert as_process.stdout.strip().splitlines()[-1] == "False"
+    in_process = subprocess.run(
+        [sys.executable, "-c", probe.format(call="main(['--help'])")],
+        capture_output=True, text=True, check=True)
+    assert in_process.stdout.strip().splitlines()[-1] == "True"
+    assert kraft(["--help"]) == 0
+    assert sys.modules.get("hypothesis", "not imported") is not None  # this pytest's own, untouched
