@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from sys import intern
 from typing import Any, Literal
 
 from checkers import cyclic_gc
@@ -152,6 +153,11 @@ def _read_lines(handle: Iterable[str], path: Path | str, follow: Follow | None =
                 except (KeyError, TypeError):  # not an object, or a field missing
                     common = False
                 if common:  # its fields are good; its place, in the usual case:
+                    # one str per type, f and node name instead of three per op (a sixth of what
+                    # a history holds in memory)
+                    op["type"], op["f"] = intern(type_), intern(f)
+                    if type(node) is str:
+                        op["node"] = intern(node)
                     if type(process) is not int:  # the nemesis, which pairs nothing
                         keep(op)
                         continue
