@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.targets.reference_tls import RunTls, node_settings
+from reference_node.config import NodeConfig, from_properties
 from reference_node.properties import render
+from reference_node.storage import format_storage
 from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
 from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
 from reference_node.wire.requests import describe_quorum_request
@@ -40,6 +42,23 @@ from reference_node.wire.requests import describe_quorum_request
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 """The cluster id every node is formatted with (a Kafka Uuid, as `kafka-storage random-uuid`
 prints)."""
+
+
+def single_voter(tmp_path: Path, **extra: str) -> NodeConfig:
+    """An in-process node's config: a formatted one-voter cluster under `tmp_path`, appends
+    written at once (linger 0), `extra` properties on top (e.g. `**{"metrics.port": "9101"}`)."""
+    (port,) = free_ports(1)
+    data = tmp_path / "data"
+    format_storage(data, CLUSTER_ID, 1)
+    return from_properties({
+        "node.id": "1",
+        "process.roles": "controller",
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "listeners": f"CONTROLLER://127.0.0.1:{port}",
+        "metadata.log.dir": str(data),
+        "controller.quorum.append.linger.ms": "0",
+        **extra,
+    })
 
 
 def free_ports(n: int) -> list[int]:

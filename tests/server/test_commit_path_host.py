@@ -14,27 +14,11 @@ from typing import Any
 
 import pytest
 
-from reference_node.config import NodeConfig, from_properties
+from reference_node.config import NodeConfig
 from reference_node.raft import messages as m
 from reference_node.server import node as node_module
 from reference_node.server.node import NodeHost
-from reference_node.storage import format_storage
-from testkit.cluster import CLUSTER_ID, free_ports
-
-
-def single_voter(tmp_path: Path, **extra: str) -> NodeConfig:
-    (port,) = free_ports(1)
-    data = tmp_path / "data"
-    format_storage(data, CLUSTER_ID, 1)
-    return from_properties({
-        "node.id": "1",
-        "process.roles": "controller",
-        "controller.quorum.voters": f"1@127.0.0.1:{port}",
-        "listeners": f"CONTROLLER://127.0.0.1:{port}",
-        "metadata.log.dir": str(data),
-        "controller.quorum.append.linger.ms": "0",
-        **extra,
-    })
+from testkit.cluster import single_voter
 
 
 def high_watermarks(cfg: NodeConfig) -> list[int]:

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reference_node.config import from_properties
 from reference_node.raft import replication
 from reference_node.server.node import NodeHost
-from reference_node.storage import format_storage
-from testkit.cluster import CLUSTER_ID, free_ports
+from testkit.cluster import single_voter
 
 RECENT = 4
 
@@ -20,17 +18,7 @@ RECENT = 4
 def test_entries_released_to_disk_read_back_the_same(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replication, "RECENT_ENTRIES", RECENT)
-    (port,) = free_ports(1)
-    data = tmp_path / "data"
-    format_storage(data, CLUSTER_ID, 1)
-    cfg = from_properties({
-        "node.id": "1",
-        "process.roles": "controller",
-        "controller.quorum.voters": f"1@127.0.0.1:{port}",
-        "listeners": f"CONTROLLER://127.0.0.1:{port}",
-        "metadata.log.dir": str(data),
-        "controller.quorum.append.linger.ms": "0",
-    })
+    cfg = single_voter(tmp_path)
 
     async def scenario() -> None:
         host = NodeHost(cfg)

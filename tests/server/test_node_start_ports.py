@@ -12,23 +12,8 @@ from typing import Any
 
 import pytest
 
-from reference_node.config import NodeConfig, from_properties
 from reference_node.server import node as node_module
-from reference_node.storage import format_storage
-from testkit.cluster import CLUSTER_ID, free_ports
-
-
-def one_voter(tmp_path: Path, port: int, metrics_port: int) -> NodeConfig:
-    data = tmp_path / "data"
-    format_storage(data, CLUSTER_ID, 1)
-    return from_properties({
-        "node.id": "1",
-        "process.roles": "controller",
-        "controller.quorum.voters": f"1@127.0.0.1:{port}",
-        "listeners": f"CONTROLLER://127.0.0.1:{port}",
-        "metadata.log.dir": str(data),
-        "metrics.port": str(metrics_port),
-    })
+from testkit.cluster import free_ports, single_voter
 
 
 def accepts(port: int) -> bool:
@@ -41,8 +26,9 @@ def accepts(port: int) -> bool:
 
 def test_a_taken_metrics_port_fails_the_start_before_the_client_port_accepts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    port, metrics_port = free_ports(2)
-    cfg = one_voter(tmp_path, port, metrics_port)
+    (metrics_port,) = free_ports(1)
+    cfg = single_voter(tmp_path, **{"metrics.port": str(metrics_port)})
+    port = cfg.listen.port
     seen: list[bool] = []
     real = node_module.serve_metrics
 
@@ -62,8 +48,9 @@ def test_a_taken_metrics_port_fails_the_start_before_the_client_port_accepts(
 
 
 def test_with_both_ports_free_the_node_serves_both(tmp_path: Path) -> None:
-    port, metrics_port = free_ports(2)
-    cfg = one_voter(tmp_path, port, metrics_port)
+    (metrics_port,) = free_ports(1)
+    cfg = single_voter(tmp_path, **{"metrics.port": str(metrics_port)})
+    port = cfg.listen.port
 
     async def scenario() -> tuple[bool, bool]:
         host = node_module.NodeHost(cfg)
