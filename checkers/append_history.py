@@ -23,7 +23,6 @@ redoes all observations the careful way, acks first, after the pass.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,11 +130,6 @@ class _Pass:
         self.parsed = AppendHistory(history)
         self.fed = 0  # ops taken so far
         self.error: InputError | None = None  # what stopped the pass
-        # One object per f and type name, the same in every column and Append: each op of a
-        # loaded history holds its own copies, and the walks over the columns (the op counts,
-        # the availability figures) would fetch each from wherever its op lies.
-        self.names: dict[Any, Any] = {name: name for name in ("append", "read", "ok", "fail",
-                                                               "info")}
         self.pending: dict[Any, int] = {}  # process -> position of its open invoke
         self.last_read: dict[Any, Read] = {}  # node -> its last ok read so far, for `_mark_final`
         self.last_nemesis = -1
@@ -172,7 +166,6 @@ class _Pass:
         add_unacknowledged = parsed.unacknowledged.append
         value_at, shown_at, offset_of = parsed.value_at, parsed.shown_at, parsed.offset_of
         known = value_at.get
-        name: Callable[[Any, Any], Any] = self.names.setdefault
         pending, last_read = self.pending, self.last_read
         last_nemesis, marked_final, optimistic = self.last_nemesis, self.marked_final, \
             self.optimistic
@@ -190,7 +183,9 @@ class _Pass:
             if started is None:
                 raise InputError(f"op {position}: a completion of process {process} with no invoke "
                                  f"(checkers.history.validate tells more)")
-            f, type_ = name(op["f"], op["f"]), name(type_, type_)
+            # the columns share one str per f and type name: a loaded history's ops do
+            # (`checkers.history` interns them), and the harness's ops use its literals
+            f = op["f"]
             add_f(f)  # the outline's columns, as `history.outline` fills them
             add_type(type_)
             add_time(op.get("time"))
