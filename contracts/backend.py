@@ -100,6 +100,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def is_running(self, node: str) -> bool: ...
 
+    def serves(self, node: str, port: str) -> bool:
+        """Whether what listens on the node's `port` is the node's own daemon, not another
+        program that took the port first. A backend whose nodes have ports of their own (a
+        container's network namespace, a remote host) cannot be fooled so, and says True."""
+        return True
+
     @abc.abstractmethod
     def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
         """Copy a file or directory tree from the node's host into `local_dir`."""

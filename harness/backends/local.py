@@ -81,6 +81,41 @@ def _free_port() -> int:
         return free
 
 
+_LISTEN = "0A"  # TCP_LISTEN, as /proc/net/tcp writes a socket's state
+
+
+def _listening_inodes(port: int) -> set[int]:
+    """The inodes of the sockets listening on `port` (IPv4 and IPv6), from /proc/net."""
+    found: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if len(fields) > 9 and fields[3] == _LISTEN and \
+                        int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.add(int(fields[9]))
+    return found
+
+
+def _group_socket_inodes(pgid: int) -> set[int]:
+    """The inodes of the sockets that the processes of group `pgid` hold open."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # the fields after the command's closing parenthesis: state, ppid, pgrp, ...
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for fd in (entry / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    found.add(int(target[8:-1]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
 def resolve_argv(argv: Sequence[str]) -> list[str]:
     """`kraft` means this installation's kraft, whatever PATH says."""
     if argv and argv[0] == "kraft":
@@ -270,6 +305,16 @@ class LocalBackend(Backend):
     def is_running(self, node: str) -> bool:
         proc = self._procs.get(node)
         return proc is not None and proc.poll() is None
+
+    def serves(self, node: str, port: str) -> bool:
+        """The socket listening on the node's port belongs to the node's process group. A port
+        is free when `_free_port` draws it, but another program may bind it before the daemon
+        does: it then accepts connections for a node that failed to start."""
+        proc = self._procs.get(node)
+        if proc is None or proc.poll() is not None:
+            return False
+        listening = _listening_inodes(self.bind_address(node, port)[1])
+        return bool(listening) and not listening.isdisjoint(_group_socket_inodes(proc.pid))
 
     def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
         source = Path(remote_path)

@@ -54,14 +54,21 @@ def await_listening(backend: Backend, node: str, port: str, timeout: float, prog
     log's last error, as `: <line>`) and where its log is collected (`nodes/<node>/<log>`)."""
     deadline = time.monotonic() + timeout if deadline is None else deadline
     address = backend.client_address(node, port)
+    foreign = False  # the port accepted, but for another program (`Backend.serves`)
     while time.monotonic() < deadline:
         if not backend.is_running(node):
             raise BackendError(f"{node}: {program} exited at start{last_words()} "
                                f"(see nodes/{node}/{log})")
         with contextlib.suppress(OSError):
             socket.create_connection(address, timeout=1).close()
-            return
+            # Checked after the connection, so that a daemon that binds late is seen.
+            if backend.serves(node, port):
+                return
+            foreign = True
         time.sleep(0.1)
+    if foreign:
+        raise BackendError(f"{node}: {address[0]}:{address[1]} is held by another program, not "
+                           f"{program}, after {timeout:g}s (see nodes/{node}/{log})")
     raise BackendError(f"{node}: not listening on {address} after {timeout:g}s")
 
 

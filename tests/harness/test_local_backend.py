@@ -156,3 +156,33 @@ def test_node_ports_are_drawn_below_the_ephemeral_range() -> None:
         assert ephemeral >= floor  # what a proxy gets: never one of the node ports' range
     finally:
         held.close()
+
+
+def test_serves_tells_the_daemons_listener_from_another_programs(backend: LocalBackend) -> None:
+    assert backend.serves("n1", "echo") and backend.serves("n2", "echo")
+    backend.signal("n2", signal.SIGKILL)
+    assert not backend.serves("n2", "echo")  # no daemon: nothing of it listens
+    # Another program (this test) takes n2's port: it accepts, but n2 does not serve it.
+    with socket.create_server(backend.bind_address("n2", "echo")):
+        backend.spawn("n2", [sys.executable, "-c", "import time; time.sleep(60)"],
+                      str(Path(backend.node_dir("n2")) / "sleeper.log"))
+        socket.create_connection(backend.client_address("n2", "echo"), timeout=1).close()
+        assert not backend.serves("n2", "echo")
+
+
+def test_await_listening_is_not_fooled_by_a_port_another_program_holds(
+        backend: LocalBackend, tmp_path: Path) -> None:
+    """A node whose port another program took before it could bind it: the port accepts, but
+    the start fails with the node's own words, instead of passing for a started node."""
+    from contracts.backend import BackendError
+    from harness.targets.signals import await_listening
+
+    backend.signal("n2", signal.SIGKILL)
+    address = backend.bind_address("n2", "echo")
+    with socket.create_server(address):
+        backend.spawn("n2", [sys.executable, "-c", ECHO, str(address[1])],
+                      str(tmp_path / "n2-again.log"))
+        with pytest.raises(BackendError, match="n2: echo exited at start: bind failed"):
+            await_listening(backend, "n2", "echo", 10, "echo", "n2-again.log",
+                            lambda: ": bind failed")
+    await_listening(backend, "n1", "echo", 10, "echo", "n1.log", lambda: "")  # its own: at once
