@@ -20,7 +20,10 @@ as the harness writes it, with reads of the last 1 to 50 offsets (`--read-window
 operations, 2x10^6 lines and 500 MB (`--read-window 18`: 380 MB). Run as the command runs (a fresh
 interpreter, harness.cli as __main__, so that it ends the process as `kraft check` does) and timed
 end to end and by phase: the history's load (and the append parse, which follows the reading), the
-end of that parse, the other checks, results.json and the summary, and the exit; with the peak RSS. `--sizes 0 --register 0` leaves only this one.
+end of that parse, the other checks, results.json and the summary, and the exit; with the peak RSS,
+the check's user and system time and page faults, and beside them what this machine charges any
+process for first touching that much memory (on a virtual machine that backs guest memory lazily,
+most of the check's system time). `--sizes 0 --register 0` leaves only this one.
 
     python bench/bench_checkers.py --sizes 0 --register 0 --append-reads 1000000 \
         [--read-window 50] [--history PATH]
@@ -261,6 +264,25 @@ def bench_append_file(n: int, window: int, keep: Path | None) -> None:
             raise SystemExit(f"the check process failed ({code})")
     _print_phases(stamps, ended, ended - began, usage.ru_utime + usage.ru_stime,
                   usage.ru_maxrss / 1024, {0: True, 1: False}.get(code, "unknown"))
+    floor = first_touch_seconds(usage.ru_maxrss * 1024)
+    print(f"process cpu: user {usage.ru_utime:.2f} s, system {usage.ru_stime:.2f} s, "
+          f"{usage.ru_minflt} page faults; this machine's own cost of first touching "
+          f"{usage.ru_maxrss / 1024:.0f} MB (a fresh process writing one byte a page): "
+          f"{floor:.2f} s of system time")
+
+
+def first_touch_seconds(size: int) -> float:
+    """System seconds a fresh process spends touching `size` bytes of new memory once: the
+    floor under any program of that peak RSS on this machine. A virtual machine whose host backs
+    guest memory lazily pays a host fault per first touch, ten times a bare kernel's cost, and
+    that shows as system time of the check as well."""
+    probe = ("import mmap, resource\n"
+             f"m = mmap.mmap(-1, {size})\n"
+             f"for offset in range(0, {size}, mmap.PAGESIZE):\n"
+             "    m[offset] = 1\n")
+    child = subprocess.Popen([sys.executable, "-c", probe])
+    _, _, usage = os.wait4(child.pid, 0)
+    return usage.ru_stime
 
 
 def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, process_cpu: float,

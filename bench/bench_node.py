@@ -9,6 +9,10 @@ then the time from SIGKILL of the leader to the first newly committed append. Be
 the cost of one small write + fsync on this disk, and what the idle cluster spends in CPU.
 `--linger-ms` is `controller.quorum.append.linger.ms` (Kafka's default 25 ms holds every append
 that long; 0 writes at once and leaves batching to group commit).
+
+`--repeat N` runs the levels N times in turn on the same cluster and ends with the median of each
+column over the N passes, with the range of p50: on a shared or virtual machine one pass can be
+off by a third, so a figure compared against a goal should be such a median.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, AsyncKafkaConnection, WireError
@@ -142,6 +147,34 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000.0
 
 
+HEADER = (f"{'producers':>9} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'node CPU':>9}"
+          f" {'CPU ms/append':>13} {'RSS MB':>7}")
+
+
+@dataclass(frozen=True)
+class Level:
+    """One pass at one concurrency: what a row of the table shows."""
+
+    producers: int
+    rate: int
+    p50: float
+    p99: float
+    cpu: float
+    rss: float
+
+    def row(self) -> str:
+        per_append = self.cpu * 1000.0 / self.rate if self.rate else float("nan")
+        return (f"{self.producers:>9} {self.rate:>10} {self.p50:>8.2f} {self.p99:>8.2f}"
+                f" {self.cpu:>9.2f} {per_append:>13.3f} {self.rss:>7.1f}")
+
+
+def median_level(runs: list[Level]) -> Level:
+    """Each column's median over the passes (CPU per append follows from the medians)."""
+    return Level(runs[0].producers, int(statistics.median(r.rate for r in runs)),
+                 statistics.median(r.p50 for r in runs), statistics.median(r.p99 for r in runs),
+                 statistics.median(r.cpu for r in runs), max(r.rss for r in runs))
+
+
 async def main_async(args: argparse.Namespace) -> None:
     settings = {"controller.quorum.append.linger.ms": str(args.linger_ms)}
     with tempfile.TemporaryDirectory(prefix="kraft-bench-") as root, \
@@ -157,22 +190,29 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"3 nodes on loopback, fsync on (one 100-byte write + fsync here: {fsync_ms:.2f} ms),"
               f" append linger {args.linger_ms} ms, leader {leader}; {args.seconds:.0f} s per level")
         print(f"idle: the three nodes use {idle * 100:.1f}% of one CPU")
-        print(f"{'producers':>9} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'node CPU':>9}"
-              f" {'CPU ms/append':>13} {'RSS MB':>7}")
-        for c in args.concurrency:
-            # A level driven at a node that lost the leadership would measure refusals: say so
-            # and follow the leader (seen twice on a loaded machine: 0 appends/s at a level).
-            now = cluster.wait_leader(timeout=15.0)
-            if now != leader:
-                print(f"(the leadership moved from node {leader} to node {now} before this level)",
-                      flush=True)
-                leader = now
-            cpu0, t0 = cpu_seconds(pids), time.monotonic()
-            rate, lat = await load(cluster.ports[leader], c, args.seconds)
-            cpu = (cpu_seconds(pids) - cpu0) / (time.monotonic() - t0)
-            per_append = cpu * 1000.0 / rate if rate else float("nan")
-            print(f"{c:>9} {rate:>10} {pct(lat, 50):>8.2f} {pct(lat, 99):>8.2f} {cpu:>9.2f}"
-                  f" {per_append:>13.3f} {rss_mb(pids):>7.1f}", flush=True)
+        print(HEADER)
+        passes: dict[int, list[Level]] = {c: [] for c in args.concurrency}
+        for _ in range(args.repeat):
+            for c in args.concurrency:
+                # A level driven at a node that lost the leadership would measure refusals: say
+                # so and follow the leader (seen twice on a loaded machine: 0 appends/s).
+                now = cluster.wait_leader(timeout=15.0)
+                if now != leader:
+                    print(f"(the leadership moved from node {leader} to node {now} before this "
+                          f"level)", flush=True)
+                    leader = now
+                cpu0, t0 = cpu_seconds(pids), time.monotonic()
+                rate, lat = await load(cluster.ports[leader], c, args.seconds)
+                cpu = (cpu_seconds(pids) - cpu0) / (time.monotonic() - t0)
+                level = Level(c, rate, pct(lat, 50), pct(lat, 99), cpu, rss_mb(pids))
+                passes[c].append(level)
+                print(level.row(), flush=True)
+        if args.repeat > 1:
+            print(f"median of {args.repeat} passes (p50 range in brackets):")
+            print(HEADER)
+            for runs in passes.values():
+                print(median_level(runs).row(), f" [{min(r.p50 for r in runs):.2f}-"
+                      f"{max(r.p50 for r in runs):.2f}]", flush=True)
         if args.rss_after:
             took = await fill(cluster.ports[leader], args.rss_after)
             print(f"after {args.rss_after} more appends ({took:.0f} s, batches of 100): node RSS"
@@ -189,6 +229,8 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=25,
                         help="controller.quorum.append.linger.ms (Kafka's default: 25)")
     parser.add_argument("--idle-seconds", type=float, default=3.0)
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run the levels N times in turn; end with each column's median")
     parser.add_argument("--rss-after", type=int, default=0, metavar="N",
                         help="append N more records (batches of 100), then print node RSS")
     asyncio.run(main_async(parser.parse_args()))
