@@ -1,13 +1,19 @@
 """Side by side on loopback: the reference KRaft node, etcd and NATS JetStream, 3 nodes each.
 
     python bench/bench_compare.py [--targets reference,etcd,nats] [--clients 1,8,64,256]
-        [--payload 100] [--seconds 5] [--failovers 10] [--linger-ms MS]
+        [--payload 100] [--seconds 5] [--failovers 10] [--linger-ms MS] [--repeat N]
 
 Theory of operation. The targets run one after the other in one process: each is started,
 warmed up, measured at every client level, failed over `--failovers` times and torn down before
 the next starts, so that they never share the machine. Every target is driven alike: `clients`
 closed-loop clients, each on its own connection to the leader with one write of `--payload`
 bytes in flight, timed from send to the acknowledgement of its commit.
+
+`--repeat N` goes round the targets N times (a fresh cluster each time, failovers in the first
+round) and reports, for each target and level, the median of the rounds with the range of its
+writes/s, and the reference's writes/s against each other target's. On a shared or virtual
+machine, speed drifts by a third within minutes: rounds interleave the targets so that the drift
+falls on all of them alike, and a ratio is read from medians, not from one round.
 
 - reference: Produce acks=-1 of one record (testkit's `Cluster`, as `bench_node.py` drives it).
 - etcd: a put per write (one key per client) through etcd's v3 JSON gateway over HTTP/1.1
@@ -453,11 +459,34 @@ class Level:
     bench_cpu: float = 0.0
     rss: float = 0.0
 
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall if self.wall else 0.0
+
     def row(self) -> str:
-        rate = len(self.latencies) / self.wall if self.wall else 0.0
-        return (f"{self.target:<10} {self.clients:>7} {rate:>9.0f} {pct(self.latencies, 50):>8.2f}"
-                f" {pct(self.latencies, 99):>8.2f} {self.node_cpu:>8.2f} {self.rss:>7.0f}"
-                f" {self.bench_cpu:>9.2f} {self.errors:>6}  {self.fsync}")
+        return format_row(self.target, self.clients, self.rate, pct(self.latencies, 50),
+                          pct(self.latencies, 99), self.node_cpu, self.rss, self.bench_cpu,
+                          self.errors, self.fsync)
+
+
+def format_row(target: str, clients: int, rate: float, p50: float, p99: float, node_cpu: float,
+               rss: float, bench_cpu: float, errors: int, fsync: str) -> str:
+    return (f"{target:<10} {clients:>7} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {node_cpu:>8.2f}"
+            f" {rss:>7.0f} {bench_cpu:>9.2f} {errors:>6}  {fsync}")
+
+
+def median_row(rounds: list[Level]) -> str:
+    """One target and level over the rounds: each column's median (errors summed, RSS the
+    largest), and the range of writes/s."""
+    first, med = rounds[0], statistics.median
+    rates = [r.rate for r in rounds]
+    return (format_row(first.target, first.clients, med(rates),
+                       med(pct(r.latencies, 50) for r in rounds),
+                       med(pct(r.latencies, 99) for r in rounds),
+                       med(r.node_cpu for r in rounds), max(r.rss for r in rounds),
+                       med(r.bench_cpu for r in rounds), sum(r.errors for r in rounds),
+                       first.fsync)
+            + f"  [{min(rates):.0f}-{max(rates):.0f}]")
 
 
 HEADER = (f"{'target':<10} {'clients':>7} {'writes/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
@@ -561,8 +590,10 @@ def failover(system: System, payload: bytes) -> float:
     return took
 
 
-def measure(system: System, args: argparse.Namespace) -> tuple[list[Level], list[float]]:
-    """Start `system`, run every level and every failover (the caller stops it)."""
+def measure(system: System, args: argparse.Namespace, failovers_wanted: int
+            ) -> tuple[list[Level], list[float]]:
+    """Start `system`, run every level and `failovers_wanted` failovers (the caller stops
+    it)."""
     payload = b"x" * args.payload
     progress(f"{system.name}: starting 3 nodes")
     system.start()
@@ -574,7 +605,7 @@ def measure(system: System, args: argparse.Namespace) -> tuple[list[Level], list
         levels.append(asyncio.run(run_level(system, clients, payload, args.seconds)))
         progress("  " + levels[-1].row())
     failovers = []
-    for i in range(args.failovers):
+    for i in range(failovers_wanted):
         failovers.append(failover(system, payload))
         progress(f"{system.name}: failover {i + 1}/{args.failovers}: "
                  f"{failovers[-1] * 1000:.0f} ms")
@@ -623,27 +654,37 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=10)
     parser.add_argument("--linger-ms", type=int, default=None,
                         help=f"the reference node's {LINGER_KEY} (default: the node's)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="rounds over the targets; N > 1 reports each level's median")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     signal.signal(signal.SIGTERM, terminate)
-    systems = [make(name, args) for name in args.targets]
-    results: list[tuple[System, list[Level], list[float]]] = []
+    # per target: its levels of every round, and its failovers (of the first round)
+    rounds: dict[str, list[list[Level]]] = {name: [] for name in args.targets}
+    failovers: dict[str, list[float]] = {name: [] for name in args.targets}
     started: set[int] = set()
-    for system in systems:
-        try:
-            levels, failovers = measure(system, args)
-            results.append((system, levels, failovers))
-        finally:
-            with contextlib.suppress(RuntimeError):
-                started.update(system.pids())
-            progress(f"{system.name}: stopping")
-            system.stop()
+    for turn in range(args.repeat):
+        for name in args.targets:
+            system = make(name, args)
+            if args.repeat > 1:
+                progress(f"round {turn + 1}/{args.repeat}")
+            try:
+                levels, took = measure(system, args, args.failovers if turn == 0 else 0)
+                rounds[name].append(levels)
+                failovers[name] += took
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    started.update(system.pids())
+                progress(f"{system.name}: stopping")
+                system.stop()
     if left := leftovers(started):
         progress(f"node processes left running: {left} (run `kraft clean`)")
-    report(args, results)
+    report(args, rounds, failovers)
 
 
-def report(args: argparse.Namespace, results: list[tuple[System, list[Level], list[float]]]
-           ) -> None:
+def report(args: argparse.Namespace, rounds: dict[str, list[list[Level]]],
+           failovers: dict[str, list[float]]) -> None:
     print(f"3 nodes per target on loopback, {os.cpu_count()} cores; payload {args.payload} B; "
           f"{args.seconds:g} s per level; closed-loop clients, one write in flight each; node "
           f"CPU in cores (sum of the 3 processes), RSS the largest of the 3")
@@ -652,17 +693,43 @@ def report(args: argparse.Namespace, results: list[tuple[System, list[Level], li
         default = "" if args.linger_ms is not None else " (the node's default)"
         print(f"reference {LINGER_KEY} = {linger} ms{default}")
     print(HEADER)
-    for _, levels, _ in results:
-        for level in levels:
-            print(level.row())
+    for per_round in rounds.values():
+        for levels in per_round:
+            for level in levels:
+                print(level.row())
+    if args.repeat > 1:
+        print(f"\nmedian of {args.repeat} rounds (writes/s range in brackets):")
+        print(HEADER)
+        for per_round in rounds.values():
+            for at_level in zip(*per_round, strict=True):
+                print(median_row(list(at_level)))
+        _ratios(args, rounds)
     if args.failovers <= 0:
         return
     print(f"\nSIGKILL of the leader -> first new committed write, {args.failovers} times each")
-    for system, _, failovers in results:
-        if failovers:
-            ms = [v * 1000.0 for v in failovers]
-            print(f"{system.name:<10} median {statistics.median(ms):7.0f} ms   worst "
+    for name, took in failovers.items():
+        if took:
+            ms = [v * 1000.0 for v in took]
+            print(f"{name:<10} median {statistics.median(ms):7.0f} ms   worst "
                   f"{max(ms):7.0f} ms   ({', '.join(f'{v:.0f}' for v in ms)})")
+
+
+def _ratios(args: argparse.Namespace, rounds: dict[str, list[list[Level]]]) -> None:
+    """The reference's median writes/s over each other target's, level by level."""
+    if "reference" not in rounds:
+        return
+
+    def medians(name: str) -> list[float]:
+        return [statistics.median(r.rate for r in at_level) for at_level in zip(*rounds[name],
+                                                                              strict=True)]
+    ours = medians("reference")
+    for other in rounds:
+        if other == "reference":
+            continue
+        ratios = ", ".join(f"{c} clients {mine / theirs:.2f}x" if theirs else f"{c} clients -"
+                           for c, mine, theirs in zip(args.clients, ours, medians(other),
+                                                      strict=True))
+        print(f"reference / {other} writes/s (medians): {ratios}")
 
 
 if __name__ == "__main__":
