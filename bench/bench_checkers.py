@@ -276,7 +276,7 @@ def first_touch_seconds(size: int) -> float:
     floor under any program of that peak RSS on this machine. A virtual machine whose host backs
     guest memory lazily pays a host fault per first touch, ten times a bare kernel's cost, and
     that shows as system time of the check as well."""
-    probe = ("import mmap, resource\n"
+    probe = ("import mmap\n"
              f"m = mmap.mmap(-1, {size})\n"
              f"for offset in range(0, {size}, mmap.PAGESIZE):\n"
              "    m[offset] = 1\n")
