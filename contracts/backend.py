@@ -138,3 +138,13 @@ class CanPartition(Protocol):
     def heal(self) -> None:
         """Restore every link."""
 
+
+@runtime_checkable
+class CanDelay(Protocol):
+    def delay(self, links: Iterable[tuple[str, str]], seconds: float) -> None:
+        """Bytes src sends to dst, for each (src, dst), reach dst `seconds` after they were sent;
+        replaces earlier delays (an empty `links`: none). Bytes in flight when their link is cut
+        (`partition`) are dropped, as a network drops what is on the wire: a fault that must cut
+        a link right after a node's step it watches from outside (its fsync'ed state) delays the
+        link first, so that the cut still beats what the node sends next."""
+

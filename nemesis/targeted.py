@@ -26,7 +26,9 @@ in one turn of the schedule (`instant`: its stop, in the same turn, heals what i
   recent fetch it grants pre-votes at once (its own campaign fails: both hold more than it). The
   first to become a candidate (its vote for itself durable in `quorum-state`, its Vote requests
   not yet sent) is cut from X: it stays a candidate of the new epoch, unanswered, and X votes for
-  the other one. As soon as X's `quorum-state` shows that epoch (persisted before its vote leaves;
+  the other one. The watch sees the candidacy only after the node's fsync, a few ms before its
+  Vote leaves; where the backend can delay links (the local one), the candidates' bytes to X
+  arrive `late` while they campaign, so that the cut still drops that Vote. As soon as X's `quorum-state` shows that epoch (persisted before its vote leaves;
   the winner persists its own before it announces itself), no candidate reaches X, so X never
   learns who won; X is killed and restarted, and so is the unanswered candidate: a restarted
   candidate asks again in its epoch at once, with no pre-vote. A voter that persisted its vote
@@ -54,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.backend import CanPartition
+from contracts.backend import CanDelay, CanPartition
 from contracts.target import CanKill, HasDataDir
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
@@ -86,6 +88,11 @@ class Timing:
     timeout, 2 s; a candidate may wait out a backoff of up to 1 s, then its pre-vote round)."""
     grant: float = 0.1
     """vote-crash: after X's new epoch is seen, until its vote has surely left (then X dies)."""
+    late: float = 0.3
+    """vote-crash, where the backend can delay links (CanDelay): how late the candidates' bytes
+    reach X while they campaign. A candidate sends its Vote a few ms after its vote for itself
+    is durable; a harness busy with clients (or beside other work on two cores) can take longer
+    than that to see it and cut, and the Vote then got through. Held this long, it is dropped."""
     poll: float = 0.002
     """How often the vote watch reads quorum-state: well under one fsync."""
 
@@ -126,6 +133,7 @@ class Targeted(Fault):
         self.down: set[str] = set()  # nodes a shape killed and has not started again
         self._round: list[str] = []
         self._state_paths: dict[str, Path] = {}
+        self._delayed = False  # whether a shape left links delayed
 
     # -- the Fault API -------------------------------------------------------------------------
 
@@ -240,6 +248,9 @@ class Targeted(Fault):
         self._cut(apart)
         steps.note("cut-apart", sides=sides)
         self.sleep(timing.resign)
+        # the candidates' Vote requests arrive late, so that the cut below beats the first one
+        if self._delay({(c, voter) for c in candidates}):
+            steps.note("late", nodes=candidates, to=voter, seconds=timing.late)
         # restarted, X has no recent fetch: it grants pre-votes at once; its own campaign fails,
         # since both sides hold more than it does
         self._start([voter])
@@ -262,6 +273,7 @@ class Targeted(Fault):
         self._cut(apart | {(c, voter) for c in candidates})
         self.sleep(timing.grant)
         self._kill([voter])
+        self._undelay()
         winners = [n for n in candidates if self._leads(n, new_epoch)]
         losers = [n for n in candidates if n not in winners and self._candidate(n, new_epoch)]
         steps.note("kill", nodes=[voter], winners=winners, losers=losers)
@@ -350,6 +362,20 @@ class Targeted(Fault):
     def _cut(self, links: set[Link]) -> None:
         self.links.cut(self.kind, links)
 
+    def _delay(self, links: set[Link]) -> bool:
+        """Delays `links` by `timing.late`; False where the backend cannot."""
+        backend = self.env.backend
+        if not isinstance(backend, CanDelay):
+            return False
+        backend.delay(sorted(links), self.timing.late)
+        self._delayed = True
+        return True
+
+    def _undelay(self) -> None:
+        if self._delayed and isinstance(self.env.backend, CanDelay):
+            self.env.backend.delay([], 0)
+        self._delayed = False
+
     def _kill(self, nodes: list[str]) -> None:
         for node in nodes:
             self.down.add(node)
@@ -361,8 +387,10 @@ class Targeted(Fault):
             self.down.discard(node)
 
     def _restore(self) -> list[str]:
-        """Every cut of this kind restored, every node it killed started: what was started."""
+        """Every cut and delay of this kind restored, every node it killed started: what was
+        started."""
         self.links.restore(self.kind)
+        self._undelay()
         down = sorted(n for n in self.down if n not in self.env.broken)
         self._start(down)
         self.down.clear()

@@ -59,26 +59,33 @@ def _ephemeral_floor() -> int:
     return 32768
 
 
-def _free_port() -> int:
-    """A port a node will listen on a few seconds from now, free at the moment.
+def _reserve_port() -> socket.socket:
+    """A socket that holds a port for a node from setup to teardown, kills and restarts included.
 
-    Drawn below the kernel's ephemeral range: the link proxies of this run, and of any other run
-    or program on the machine, bind port 0 meanwhile, and would otherwise be handed a port picked
-    here but not yet bound (a node then fails to start with EADDRINUSE; it happened with runs side
-    by side). Falls back to an ephemeral port when that range is full."""
+    The port is drawn below the kernel's ephemeral range: the link proxies of this run, and of
+    any other run or program on the machine, bind port 0 meanwhile, and would otherwise be handed
+    a node's port before the node binds it. A port that was merely free when drawn could still be
+    drawn by another run beside this one (or twice in one setup), or taken while its node is
+    down: a node then failed to start with EADDRINUSE (it happened in CI, with the harness's runs
+    and the node's tests side by side). So the drawing socket keeps the port: it is bound without
+    SO_REUSEADDR, which fails while any socket holds the port (another run's reservation too),
+    then marked SO_REUSEADDR, which lets the node's own listener (asyncio's, Go's: both set it)
+    bind beside it, while a plain bind by anyone else is still refused. It never listens, so it
+    takes no connection. Falls back to an ephemeral port when the range below is full."""
     ceiling = _ephemeral_floor()
     for _ in range(200) if ceiling - _PORT_FLOOR > 1000 else ():
-        port = _ports_rng.randrange(_PORT_FLOOR, ceiling)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        free: int = sock.getsockname()[1]
-        return free
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", _ports_rng.randrange(_PORT_FLOOR, ceiling)))
+        except OSError:
+            sock.close()
+            continue
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        return sock
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
 
 
 _LISTEN = "0A"  # TCP_LISTEN, as /proc/net/tcp writes a socket's state
@@ -134,6 +141,8 @@ class LocalBackend(Backend):
         self._spec: ClusterSpec | None = None
         self._run_root: Path | None = None
         self._ports: dict[tuple[str, str], int] = {}
+        self._reserved: list[socket.socket] = []
+        """What holds `_ports` for the run's nodes (`_reserve_port`), closed at teardown."""
         self._peers: dict[tuple[str, str, str], tuple[str, int]] = {}
         self._shared: dict[tuple[str, str], tuple[str, int]] = {}
         self._shared_lock = threading.Lock()
@@ -155,7 +164,9 @@ class LocalBackend(Backend):
         for node in spec.nodes:
             Path(self.node_dir(node)).mkdir(parents=True, exist_ok=True)
             for port in spec.ports:
-                self._ports[(node, port)] = _free_port()
+                reservation = _reserve_port()
+                self._reserved.append(reservation)
+                self._ports[(node, port)] = reservation.getsockname()[1]
         for src in spec.nodes:
             for dst in spec.nodes:
                 if src == dst:
@@ -181,6 +192,9 @@ class LocalBackend(Backend):
             shutil.rmtree(self._run_root, ignore_errors=True)
             self._run_root = None
         self._procs.clear()
+        for reservation in self._reserved:
+            reservation.close()
+        self._reserved.clear()
 
     def _kill(self, node: str) -> None:
         proc = self._procs.get(node)
@@ -307,9 +321,10 @@ class LocalBackend(Backend):
         return proc is not None and proc.poll() is None
 
     def serves(self, node: str, port: str) -> bool:
-        """The socket listening on the node's port belongs to the node's process group. A port
-        is free when `_free_port` draws it, but another program may bind it before the daemon
-        does: it then accepts connections for a node that failed to start."""
+        """The socket listening on the node's port belongs to the node's process group. The port
+        is reserved for the node (`_reserve_port`), but a program that sets SO_REUSEADDR may
+        still bind it before the daemon does: it then accepts connections for a node that failed
+        to start."""
         proc = self._procs.get(node)
         if proc is None or proc.poll() is not None:
             return False
@@ -339,6 +354,12 @@ class LocalBackend(Backend):
         self._log("heal")
         if self._proxies is not None:
             self._proxies.set_blocked(())
+
+    def delay(self, links: Iterable[tuple[str, str]], seconds: float) -> None:
+        delayed = sorted(set(links)) if seconds > 0 else []
+        self._log(f"delay: {delayed} by {seconds}s" if delayed else "delay: none")
+        if self._proxies is not None:
+            self._proxies.set_delayed(delayed, seconds)
 
     # -- the backend's own log -------------------------------------------------------------
 

@@ -7,7 +7,10 @@ iptables DROP of packets from src to dst: on connections src opened to dst, byte
 read and thrown away; on connections dst opened to src, the replies src sends are thrown away.
 Nothing is refused or reset, so the peer sees a stall and its own timeouts, as on a real network.
 A connection that lost bytes is tainted: it is closed when the cut heals, and closed instead of
-resuming if it ever has bytes to pass again, so no half-dropped stream carries on.
+resuming if it ever has bytes to pass again, so no half-dropped stream carries on. A delayed link
+(`set_delayed`) holds each read for its delay before it passes; the cut is looked at when the
+bytes are due, so a cut made meanwhile drops bytes that were already sent. Once a direction of a
+connection has held bytes, all its later bytes queue behind them, so that nothing overtakes.
 
 Shared listeners (`add_shared`) serve programs that give every member one URL per peer, so
 that src cannot be told by the port it dials (etcd, NATS routes). There one listener per (dst,
@@ -76,6 +79,7 @@ class LinkProxies:
     def __init__(self, log: Callable[[str], None] = lambda _m: None) -> None:
         self._log = log
         self._blocked: frozenset[Link] = frozenset()
+        self._delays: dict[Link, float] = {}
         self._conns: set[_Conn] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._loop = asyncio.new_event_loop()
@@ -129,6 +133,14 @@ class LinkProxies:
 
     def blocked(self) -> frozenset[Link]:
         return self._blocked
+
+    def set_delayed(self, links: Iterable[Link], seconds: float) -> None:
+        """Replace the set of delayed links: bytes on them pass `seconds` after they are read."""
+        new = {link: seconds for link in links} if seconds > 0 else {}
+
+        def apply() -> None:
+            self._delays = new
+        self._call(apply)
 
     def close(self) -> None:
         if not self._loop.is_running():
@@ -270,6 +282,9 @@ class LinkProxies:
 
     async def _pump(self, conn: _Conn, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter, upward: bool) -> None:
+        loop = asyncio.get_running_loop()
+        late: asyncio.Queue[tuple[float, bytes] | None] | None = None  # held bytes, when due
+        deliver: asyncio.Future[None] | None = None
         try:
             while True:
                 data = await reader.read(CHUNK)
@@ -277,9 +292,35 @@ class LinkProxies:
                     break
                 if upward and conn.src is None and conn.identify is not None:
                     self._watch(conn, data)
-                if not await self._pass(conn, writer, data, upward):
+                link = conn.link(upward)
+                delay = self._delays.get(link, 0.0) if link is not None else 0.0
+                if delay > 0 and late is None:
+                    late = asyncio.Queue()
+                    deliver = asyncio.ensure_future(self._deliver(conn, late, writer, upward))
+                if late is not None:
+                    late.put_nowait((loop.time() + delay, data))
+                elif not await self._pass(conn, writer, data, upward):
                     break
         except (ConnectionError, OSError):
             pass
         finally:
+            if late is not None and deliver is not None:
+                late.put_nowait(None)  # what was sent before the end still arrives
+                with contextlib.suppress(Exception):
+                    await deliver
             self._drop(conn)
+
+    async def _deliver(self, conn: _Conn, late: asyncio.Queue[tuple[float, bytes] | None],
+                       writer: asyncio.StreamWriter, upward: bool) -> None:
+        """Passes held bytes when they are due, by the cuts of that moment."""
+        loop = asyncio.get_running_loop()
+        try:
+            while (held := await late.get()) is not None:
+                due, data = held
+                if due > loop.time():
+                    await asyncio.sleep(due - loop.time())
+                if not await self._pass(conn, writer, data, upward):
+                    break
+        except (ConnectionError, OSError):
+            pass
+        self._drop(conn)  # ended by a cut's rule or a broken socket: as `_pump` would

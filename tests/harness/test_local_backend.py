@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.backend import CanPartition, ClusterSpec
+from contracts.backend import CanDelay, CanPartition, ClusterSpec
 from harness.backends import pids
 from harness.backends.local import LocalBackend
 
@@ -88,6 +88,35 @@ def test_one_way_cut_drops_replies_on_connections_from_the_other_side(backend: L
     assert backend.client_address("n1", "echo") == backend.bind_address("n1", "echo")
 
 
+def test_a_delayed_link_holds_bytes_in_order_and_a_cut_drops_those_in_flight(
+        backend: LocalBackend) -> None:
+    assert isinstance(backend, CanDelay)
+    sock = socket.create_connection(backend.peer_address("n1", "n2", "echo"), timeout=3)
+    assert _echo(sock, b"warm") == b"warm"
+    backend.delay([("n1", "n2")], 0.4)
+    sent = time.monotonic()
+    for part in (b"a", b"b", b"c"):  # three writes, each its own read in the proxy
+        sock.sendall(part)
+        time.sleep(0.05)
+    got = b""
+    while len(got) < 3:
+        got += sock.recv(100)
+    assert got == b"abc" and time.monotonic() - sent >= 0.4  # late, and nothing overtook
+    # sent on a delayed link, then cut before it was due: never arrives, as on a wire
+    sock.sendall(b"in-flight")
+    backend.partition([("n1", "n2")])
+    sock.settimeout(0.8)
+    with pytest.raises(TimeoutError):
+        sock.recv(100)
+    backend.heal()
+    sock.settimeout(2)
+    assert sock.recv(100) == b""  # tainted by the drop: closed, as any cut connection
+    # the other direction, and the link once the delay is lifted, pass at once
+    backend.delay([], 0)
+    fresh = socket.create_connection(backend.peer_address("n1", "n2", "echo"), timeout=0.3)
+    assert _echo(fresh, b"prompt") == b"prompt"
+
+
 def test_signals_reach_the_daemon_and_kill_is_reaped(backend: LocalBackend) -> None:
     backend.signal("n1", signal.SIGSTOP)
     sock = socket.create_connection(backend.client_address("n1", "echo"), timeout=0.5)
@@ -144,11 +173,17 @@ def test_sweep_kills_runs_whose_owner_is_gone_and_spares_live_ones(
 def test_node_ports_are_drawn_below_the_ephemeral_range() -> None:
     # The link proxies (of this run and of runs beside it) bind port 0 while the nodes start:
     # a node port in the ephemeral range could be handed to a proxy before the node binds it.
-    from harness.backends.local import _ephemeral_floor, _free_port
+    from harness.backends.local import _ephemeral_floor, _reserve_port
 
     floor = _ephemeral_floor()
-    ports = {_free_port() for _ in range(50)}
-    assert all(p < floor for p in ports), sorted(ports)
+    reservations = [_reserve_port() for _ in range(50)]
+    try:
+        ports = [r.getsockname()[1] for r in reservations]
+        assert all(p < floor for p in ports), sorted(ports)
+        assert len(set(ports)) == len(ports)  # held while drawing: never one port twice
+    finally:
+        for r in reservations:
+            r.close()
     held = socket.socket()
     try:
         held.bind(("127.0.0.1", 0))
@@ -156,6 +191,43 @@ def test_node_ports_are_drawn_below_the_ephemeral_range() -> None:
         assert ephemeral >= floor  # what a proxy gets: never one of the node ports' range
     finally:
         held.close()
+
+
+def _plain_bind(port: int) -> bool:
+    """Whether a bind without SO_REUSEADDR gets `port`: what another run's draw does."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_a_nodes_port_stays_its_own_from_setup_to_teardown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run's draw cannot take a node's port before the node binds it, nor while the node
+    is down between a kill and its restart, and the node itself binds it every time. A port that
+    was only free when drawn was lost this way in CI (EADDRINUSE at a node's start)."""
+    monkeypatch.setenv("KRAFT_LOCAL_DIR", str(tmp_path / "registry"))
+    b = LocalBackend()
+    b.setup(ClusterSpec(run_id="t2", nodes=["n1", "n2"], ports={"echo": 1, "admin": 2},
+                        run_dir=tmp_path))
+    try:
+        ports = [b.bind_address(n, p)[1] for n in ("n1", "n2") for p in ("echo", "admin")]
+        assert len(set(ports)) == len(ports)
+        assert not any(_plain_bind(port) for port in ports)  # set up, no node started yet
+        port = b.bind_address("n1", "echo")[1]
+        for attempt in range(2):  # started, then restarted after a kill
+            b.spawn("n1", [sys.executable, "-c", ECHO, str(port)],
+                    str(tmp_path / f"n1-{attempt}.log"))
+            _wait_listening(b.client_address("n1", "echo"))
+            assert b.serves("n1", "echo")
+            b.signal("n1", signal.SIGKILL)
+            assert b.wait_exit("n1", 10) is not None
+            assert not _plain_bind(port)  # down: still the node's
+    finally:
+        b.teardown()
+    assert all(_plain_bind(port) for port in ports)  # torn down: given back
 
 
 def test_serves_tells_the_daemons_listener_from_another_programs(backend: LocalBackend) -> None:

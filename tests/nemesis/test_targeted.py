@@ -216,6 +216,50 @@ def test_vote_crash_crashes_the_voter_after_its_vote_and_makes_the_loser_ask_aga
     assert cluster.calls[-1] == ("heal",) and cluster.running == set(NODES)
 
 
+class SlowCluster(Cluster):
+    """A fake backend that can also delay links (CanDelay), as the local one can."""
+
+    def delay(self, links: Iterable[tuple[str, str]], seconds: float) -> None:
+        self.calls.append(("delay", frozenset(links), seconds))
+
+
+def test_vote_crash_delays_the_candidates_to_the_voter_while_they_campaign(
+        tmp_path: Path) -> None:
+    """The first candidate's Vote leaves a few ms after the watch can see its candidacy: held on
+    the way, it is still dropped by the cut that follows. Lifted once the voter is down."""
+    cluster, clock = SlowCluster(tmp_path, leader="n1"), Clock()
+    _three_in_epoch_1(cluster)
+    fault = _fault(cluster, clock, shapes=(VOTE_CRASH,))
+    choice = fault.choose(random.Random(1))
+    _campaign(cluster, 3)
+    done = fault.start(choice)
+    late = ("delay", frozenset({("n1", "n2"), ("n3", "n2")}), TIMING.late)
+    assert cluster.calls.index(late) == cluster.calls.index(("start", "n2")) - 1
+    lifted = cluster.calls.index(("delay", frozenset(), 0))
+    assert cluster.calls[lifted - 1] == ("kill", "n2")  # the voter's second crash, then lifted
+    assert [c[0] for c in cluster.calls].count("delay") == 2
+    assert [c for c in cluster.calls if c[0] != "delay"] == [
+        ("kill", "n2"), ("cut", _between(["n1"], ["n3"])), ("start", "n2"),
+        ("cut", _between(["n1"], ["n3"]) | {("n1", "n2")}),
+        ("cut", _between(["n1"], ["n3"]) | {("n1", "n2"), ("n3", "n2")}),
+        ("kill", "n2"), ("cut", _between(["n1"], ["n3"]) | _between(["n3"], ["n2"])),
+        ("start", "n2"), ("kill", "n1"), ("start", "n1")]
+    steps = {s["do"]: s for s in done["steps"]}
+    assert steps["late"] == {"at": 4.5, "do": "late", "nodes": ["n1", "n3"], "to": "n2",
+                             "seconds": TIMING.late}
+
+
+def test_vote_crash_lifts_its_delay_when_it_gives_up(tmp_path: Path) -> None:
+    cluster, clock = SlowCluster(tmp_path, leader="n1"), Clock()
+    _three_in_epoch_1(cluster)
+    fault = _fault(cluster, clock, shapes=(VOTE_CRASH,))
+    cluster.on_start["n2"] = lambda: cluster.state("n2", 2, voted=2)
+    done = fault.start(fault.choose(random.Random(1)))
+    assert done["steps"][-1]["do"] == "no-vote" and cluster.calls[-1] == ("start", "n2")
+    fault.stop()
+    assert cluster.calls[-2:] == [("heal",), ("delay", frozenset(), 0)]  # its stop lifts it
+
+
 def test_vote_crash_gives_up_when_only_the_voter_campaigns(tmp_path: Path) -> None:
     cluster, clock = Cluster(tmp_path, leader="n1"), Clock()
     _three_in_epoch_1(cluster)
