@@ -607,7 +607,7 @@ def measure(system: System, args: argparse.Namespace, failovers_wanted: int
     failovers = []
     for i in range(failovers_wanted):
         failovers.append(failover(system, payload))
-        progress(f"{system.name}: failover {i + 1}/{args.failovers}: "
+        progress(f"{system.name}: failover {i + 1}/{failovers_wanted}: "
                  f"{failovers[-1] * 1000:.0f} ms")
     return levels, failovers
 

@@ -28,9 +28,9 @@ in one turn of the schedule (`instant`: its stop, in the same turn, heals what i
   not yet sent) is cut from X: it stays a candidate of the new epoch, unanswered, and X votes for
   the other one. The watch sees the candidacy only after the node's fsync, a few ms before its
   Vote leaves; where the backend can delay links (the local one), the candidates' bytes to X
-  arrive `late` while they campaign, so that the cut still drops that Vote. As soon as X's `quorum-state` shows that epoch (persisted before its vote leaves;
-  the winner persists its own before it announces itself), no candidate reaches X, so X never
-  learns who won; X is killed and restarted, and so is the unanswered candidate: a restarted
+  arrive `late` while they campaign, so that the cut still drops that Vote. As soon as X's
+  `quorum-state` shows that epoch (persisted before its vote leaves; the winner persists its own
+  before it announces itself), no candidate reaches X, so X never learns who won; X is killed and restarted, and so is the unanswered candidate: a restarted
   candidate asks again in its epoch at once, with no pre-vote. A voter that persisted its vote
   refuses; one that forgot it (`forget-vote`) grants it: two leaders in one epoch.
 

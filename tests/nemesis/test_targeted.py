@@ -261,7 +261,8 @@ def test_vote_crash_gives_up_when_only_the_voter_campaigns(tmp_path: Path, can_d
     assert done["steps"][-1] == {"at": pytest.approx(5.5, abs=0.2), "do": "no-vote",
                                  "why": "no candidate past epoch 1"}
     fault.stop()
-    lifted = [("delay", frozenset(), 0)] if can_delay else []  # the early end keeps it: stop lifts it
+    # the early end leaves the delay in place: the stop lifts it
+    lifted = [("delay", frozenset(), 0)] if can_delay else []
     assert cluster.calls[-1 - len(lifted):] == [("heal",), *lifted]
 
 
