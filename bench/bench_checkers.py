@@ -299,8 +299,8 @@ def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, 
                          for before, name in itertools.pairwise(order))
         extra = f"{peak_mb:>13.0f}  {verdict}" if label == "wall" else ""
         print(f"{label:>5} {phases}{clock['exit'] - clock['start']:>9.2f}{whole:>11.2f}{extra}")
-    print("(load: checkers.history.load, with the append parse that follows the reading when kraft "
-          "check makes one; parse: checkers.append_history.parse, the rest of it; checks: the rest of "
+    print("(load: checkers.history.load_stored (or load, for other workloads or plots), with the "
+          "append parse that follows the reading when kraft check makes one; parse: checkers.append_history.parse, the rest of it; checks: the rest of "
           "compose.check; written: results.json and the summary; exit: from there to the process's "
           "end; main: checkers.cli.main to the end; process: the whole command, with the "
           "interpreter's start and imports; cpu: user + system time, which other load on the "
@@ -344,6 +344,7 @@ def check_file(path: Path, stamps_path: Path) -> None:
     # run last of the exit functions, whether kraft check exits by itself or returns
     atexit.register(lambda: stamps_path.write_text(json.dumps(stamps)))
     cli.load_history = after("load", cli.load_history)  # type: ignore[assignment]
+    cli.load_stored = after("load", cli.load_stored)  # type: ignore[assignment]
     append_history.parse = after("parse", append_history.parse)  # type: ignore[assignment]
     compose.check = after("checks", compose.check)  # type: ignore[assignment]
     cli.summary.render = after("written", cli.summary.render)  # type: ignore[assignment]

@@ -11,7 +11,10 @@ Speed matters, and on a history of 10^6 operations (~6x10^6 read records) memory
 than work: each op is a dict somewhere in a gigabyte. So everything is taken from an op during the
 one pass, while it is in the cache: its pairing, its append or read, its records; and `kraft check`
 has the pass follow the reading of history.jsonl (`Reading`), a batch of ops at a time just after
-they are decoded, rather than walk the whole history a second time from memory. Observations are
+they are decoded, rather than walk the whole history a second time from memory; the ops are then
+dropped (`history.load_stored`), and so are the reads' records, which the few checks that look at
+them again read from the file (`StoredRecords`): what is kept is a fraction of the history's
+gigabytes, whose first touch alone would cost seconds. Observations are
 made in that pass too, optimistically: acknowledgements are authoritative, and the rule is that
 they are observed before any read, which one pass cannot do for a read that sees an offset before
 its ack arrives. That matters only when something disagrees (a conflict, a duplicate, a malformed
@@ -23,10 +26,11 @@ redoes all observations the careful way, acks first, after the pass.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.history import NEMESIS, Op, Outline
+from checkers.history import NEMESIS, Op, Outline, StoredOps
 
 
 class InputError(ValueError):
@@ -52,15 +56,50 @@ class Read:
     node: Any
     start: int  # the `from` of the read
     hw: int
-    records: list[list[Any]]
+    records: list[list[Any]] | StoredRecords  # [[offset, value or None], ...]
     final: bool = False
     # how many records in [start, hw) agree with the first value seen at their offset
     matching: int = 0
 
 
+class StoredRecords:
+    """A read's records, read again from the history file when asked for: the parse that follows
+    the reading of a stored history (`history.load_stored`) keeps no op, and the records of the
+    reads are most of a long history (~6x10^6 of them at 10^6 ops). Read by the few checks that
+    look at a read's records after the parse (a read that does not match, the careful
+    observations, snapshots); the parse itself takes them from the op while it has it."""
+
+    __slots__ = ("history", "position")
+
+    def __init__(self, history: StoredOps, position: int) -> None:
+        self.history = history
+        self.position = position  # of the read's completion
+
+    def _records(self) -> list[list[Any]]:
+        records = self.history[self.position]["value"]["records"]
+        assert isinstance(records, list)  # the parse took them from this op
+        return records
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return iter(self._records())
+
+    def __len__(self) -> int:
+        return len(self._records())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredRecords | list):
+            return self._records() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # as a list's
+
+    def __repr__(self) -> str:
+        return repr(self._records())
+
+
 @dataclass
 class AppendHistory:
-    history: list[Op]
+    history: Sequence[Op]
     appends: dict[int, Append] = field(default_factory=dict)  # by value, in completion order
     reads: list[Read] = field(default_factory=list)  # ok reads, in completion order
     unacknowledged: list[Append] = field(default_factory=list)  # appends not ok, in completion order
@@ -75,12 +114,18 @@ class AppendHistory:
     # (value, first offset, its position, other offset, its position)
     duplicates: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     unsupported: int = 0  # client ops with an f other than append/read
+    # whether the history marks reads `final` (then those are the final reads); else the parse
+    # took each node's last read after the last nemesis op as its final read
+    final_marked: bool = False
     # positions of the client invokes the history ends before completing (`history.open_invokes`)
     open_invokes: list[int] = field(default_factory=list)
     outline: Outline = field(default_factory=Outline)  # completions and nemesis ops, for the stats
 
     def index(self, position: int) -> int:
-        """The history index of the op at `position` (they agree in a validated history)."""
+        """The history index of the op at `position` (they agree in a validated history, which a
+        stored one is: it is not read again for that)."""
+        if isinstance(self.history, StoredOps):
+            return position
         return int(self.history[position]["index"])
 
     def established(self, value: int) -> int:
@@ -91,30 +136,44 @@ class AppendHistory:
         return self.offset_of[value][1]
 
 
-def parse(history: list[Op]) -> AppendHistory:
+def parse(history: Sequence[Op]) -> AppendHistory:
     """The append history of `history`: the one pass (module docstring) over all its ops, or,
-    when a `Reading` followed the reading of this very list, the end of that pass."""
+    when a `Reading` followed the reading of this very history, the end of that pass."""
     following = _FOLLOWED.pop(id(history), None)
-    one_pass = following if following is not None and following.history is history else None
-    return (one_pass or _Pass(history)).finish()
+    if following is not None and following.history is history:
+        return following.finish()
+    whole = _Pass(history)
+    whole.feed(history, 0)
+    return whole.finish()
 
 
 class Reading:
-    """An append parse made as the history is read: passed to `checkers.history.load` (`follow`),
-    it takes each batch of ops as the reader keeps them, while they are still in the cache, rather
-    than walking the gigabytes of a long history again afterwards; `parse` of the list that load
-    returns then only ends that pass. Whoever loads keeps this object while the check runs (it is
-    forgotten with it); the list must not change in between (as in `kraft check`)."""
+    """An append parse made as the history is read: passed to `checkers.history.load` or
+    `load_stored` (`follow`), it takes each batch of ops as the reader decodes them, while they
+    are still in the cache, rather than walking the gigabytes of a long history again afterwards
+    (or reading them again from a stored one); `parse` of the history that the load returns then
+    only ends that pass. Whoever loads keeps this object while the check runs (it is forgotten
+    with it); the history must not change in between (as in `kraft check`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stored: bool = False) -> None:
+        """`stored`: the reading is `load_stored`'s, which keeps no op; neither do the reads of the
+        parse keep their records (`StoredRecords`)."""
         self._pass: _Pass | None = None
+        self._stored = stored
 
-    def __call__(self, ops: list[Op], end: int) -> None:
-        """`ops[:end]` are read and valid (the reader calls again with a longer `end`)."""
-        if self._pass is None or self._pass.history is not ops:
-            self._pass = _Pass(ops)
-            _FOLLOWED[id(ops)] = self._pass
-        self._pass.feed(end)
+    def take(self, ops: list[Op], first: int) -> None:
+        if self._pass is None or first == 0:  # a reading from the start
+            self._pass = _Pass(None, self._stored)
+        self._pass.feed(ops, first)
+
+    def end(self, history: Sequence[Op]) -> None:
+        if self._pass is None:
+            self._pass = _Pass(None, self._stored)
+        if self._stored != isinstance(history, StoredOps):
+            raise TypeError("a Reading(stored=True) follows history.load_stored, and a Reading() "
+                            "history.load")
+        self._pass.history = self._pass.parsed.history = history
+        _FOLLOWED[id(history)] = self._pass
 
 
 class _Pass:
@@ -125,51 +184,62 @@ class _Pass:
     each append and ok read, and the observations while nothing disagrees. What is rare (an op
     that does not fit, the careful observations) is left to the helpers."""
 
-    def __init__(self, history: list[Op]) -> None:
+    def __init__(self, history: Sequence[Op] | None, stored: bool = False) -> None:
+        """`history`: None while a `Reading` feeds the pass (it is told the history at the end).
+        `stored`: the reads keep no records (the history will be a `StoredOps`)."""
         self.history = history
-        self.parsed = AppendHistory(history)
+        self.parsed = AppendHistory(history if history is not None else [])
+        self.stored = stored or isinstance(history, StoredOps)
         self.fed = 0  # ops taken so far
         self.error: InputError | None = None  # what stopped the pass
-        self.pending: dict[Any, int] = {}  # process -> position of its open invoke
+        self.pending: dict[Any, tuple[int, Op]] = {}  # process -> its open invoke, and where
         self.last_read: dict[Any, Read] = {}  # node -> its last ok read so far, for `_mark_final`
         self.last_nemesis = -1
         self.marked_final = False  # whether the history marks a read `final`
         self.optimistic = True  # observing in this pass, as nothing disagreed yet
 
-    def feed(self, end: int) -> None:
-        """Takes the ops up to `end`; after an InputError, nothing more."""
-        if self.error is None and end > self.fed:
+    def feed(self, ops: Sequence[Op], first: int) -> None:
+        """Takes `ops`, the ops from position `first` on (the next ones: `first` is `fed`);
+        after an InputError, nothing more."""
+        if self.error is None:
+            assert first == self.fed, f"ops from {first}, after {self.fed} ops"
             try:
-                self._feed(end)
+                self._feed(ops)
             except InputError as exc:
                 self.error = exc
 
     def finish(self) -> AppendHistory:
-        self.feed(len(self.history))
         if self.error is not None:
             raise self.error
         parsed = self.parsed
-        _open_invokes(parsed, sorted(self.pending.values()))
+        if self.stored:  # the records stay in the file
+            assert isinstance(self.history, StoredOps)
+            stored = self.history
+            for read in parsed.reads:
+                read.records = StoredRecords(stored, read.done)
+        _open_invokes(parsed, sorted(self.pending.values(), key=lambda started: started[0]))
+        parsed.final_marked = self.marked_final
         if not self.marked_final:
             _mark_final(parsed, self.last_nemesis, self.last_read)
         if not self.optimistic:
             _observe(parsed)
         return parsed
 
-    def _feed(self, end: int) -> None:
-        history, parsed, begin = self.history, self.parsed, self.fed
+    def _feed(self, ops: Sequence[Op]) -> None:
+        parsed, begin = self.parsed, self.fed
         at = parsed.at
-        at.extend([None] * (end - begin))
+        at.extend([None] * len(ops))
         outline = parsed.outline
         add_f, add_type, add_time = outline.fs.append, outline.types.append, outline.times.append
         appends, add_read = parsed.appends, parsed.reads.append
         add_unacknowledged = parsed.unacknowledged.append
         value_at, shown_at, offset_of = parsed.value_at, parsed.shown_at, parsed.offset_of
         known = value_at.get
-        pending, last_read = self.pending, self.last_read
+        pending, last_read, stored = self.pending, self.last_read, self.stored
         last_nemesis, marked_final, optimistic = self.last_nemesis, self.marked_final, \
             self.optimistic
-        for position, op in enumerate(history[begin:end], begin):
+        position = begin - 1
+        for position, op in enumerate(ops, begin):
             process = op["process"]
             if process == NEMESIS:
                 outline.nemesis.append(op)
@@ -177,12 +247,13 @@ class _Pass:
                 continue
             type_ = op["type"]
             if type_ == "invoke":
-                pending[process] = position
+                pending[process] = (position, op)
                 continue
-            started = pending.pop(process, None)
-            if started is None:
+            opened = pending.pop(process, None)
+            if opened is None:
                 raise InputError(f"op {position}: a completion of process {process} with no invoke "
                                  f"(checkers.history.validate tells more)")
+            started, invoke = opened
             # the columns share one str per f and type name: a loaded history's ops do
             # (`checkers.history` interns them), and the harness's ops use its literals
             f = op["f"]
@@ -190,10 +261,10 @@ class _Pass:
             add_type(type_)
             add_time(op.get("time"))
             if f == "append":
-                argument, result = history[started].get("value"), op.get("value")
+                argument, result = invoke.get("value"), op.get("value")
                 value = argument.get("value") if type(argument) is dict else None
                 if type(value) is not int or value in appends:
-                    raise _append_error(appends, history[started], op, started, position)
+                    raise _append_error(appends, invoke, op, started, position)
                 if type_ != "ok":
                     append = Append(value, started, position, type_, None, process, op.get("node"))
                     appends[value] = at[started] = at[position] = append
@@ -201,7 +272,7 @@ class _Pass:
                     continue
                 if (type(result) is not dict or type(result.get("offset")) is not int
                         or result.get("value") != value):
-                    raise _append_error(appends, history[started], op, started, position)
+                    raise _append_error(appends, invoke, op, started, position)
                 offset = result["offset"]
                 append = Append(value, started, position, type_, offset, process, op.get("node"))
                 appends[value] = at[started] = at[position] = append
@@ -224,7 +295,7 @@ class _Pass:
                     start, hw, records = result.get("from"), result.get("hw"), result.get("records")
                 if type(start) is not int or type(hw) is not int or type(records) is not list:
                     raise _read_error(op, position)
-                final = bool(history[started].get("final") or op.get("final"))
+                final = bool(invoke.get("final") or op.get("final"))
                 read = Read(started, position, process, op.get("node"), start, hw, records, final)
                 at[started] = at[position] = read
                 add_read(read)
@@ -232,9 +303,11 @@ class _Pass:
                 marked_final = marked_final or final
                 if optimistic:
                     optimistic = _observe_read(read, value_at, shown_at, offset_of)
+                if stored:
+                    read.records = []  # until `finish` says where they are
             else:
                 parsed.unsupported += 1
-        self.fed = end
+        self.fed = position + 1
         self.last_nemesis, self.marked_final, self.optimistic = last_nemesis, marked_final, \
             optimistic
 
@@ -273,13 +346,13 @@ def _observe_read(read: Read, value_at: dict[int, int], shown_at: dict[int, int]
     return True
 
 
-def _open_invokes(parsed: AppendHistory, positions: list[int]) -> None:
-    """Invokes the history ends before completing: an append among them may have taken effect at
-    any time after its invoke, so it is indeterminate, as if it had completed `info` (a read that
-    shows its value is no phantom); a read that never completed observed nothing."""
-    parsed.open_invokes = positions
-    for position in positions:
-        invoke = parsed.history[position]
+def _open_invokes(parsed: AppendHistory, opened: list[tuple[int, Op]]) -> None:
+    """Invokes the history ends before completing (position and op, in history order): an append
+    among them may have taken effect at any time after its invoke, so it is indeterminate, as if it
+    had completed `info` (a read that shows its value is no phantom); a read that never completed
+    observed nothing."""
+    parsed.open_invokes = [position for position, _ in opened]
+    for position, invoke in opened:
         if invoke["f"] != "append":
             continue
         argument = invoke.get("value")
@@ -389,7 +462,7 @@ def _observe(parsed: AppendHistory) -> None:
         read.matching = matching
 
 
-def _first_bad(records: list[Any]) -> Any:
+def _first_bad(records: Iterable[Any]) -> Any:
     for record in records:
         if not (isinstance(record, list) and len(record) == 2 and type(record[0]) is int
                 and (record[1] is None or type(record[1]) is int)):

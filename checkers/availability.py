@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, pairwise, repeat
 from operator import eq
@@ -36,7 +36,7 @@ from checkers.result import Anomalies
 NS = 1_000_000_000
 
 
-def figures(history: list[Op], outline: Outline | None = None) -> dict[str, Any]:
+def figures(history: Sequence[Op], outline: Outline | None = None) -> dict[str, Any]:
     """`outline` is the history's `history.outline`, when the caller has it already."""
     if outline is None:
         outline = outline_of(history)
@@ -180,7 +180,7 @@ def floors_of(test: Mapping[str, Any]) -> dict[str, float]:
     return {str(name): float(floor) for name, floor in given.items()}
 
 
-def check(history: list[Op], test: Mapping[str, Any]) -> dict[str, Any]:
+def check(history: Sequence[Op], test: Mapping[str, Any]) -> dict[str, Any]:
     """test.json's floors held against the history (the module's docstring says how)."""
     floors = floors_of(test)
     fault_windows = windows(history)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from checkers import append_history, availability, compose, linearizable, summary
-from checkers.history import HistoryError
+from checkers.history import HistoryError, load_stored
 from checkers.history import load as load_history
 from contracts.results import HISTORY, RESULTS, node_dirs
 
@@ -59,11 +59,15 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         test, bad_test = {}, exc
     model = args.model or str(test.get("workload") or "append")  # as compose.check picks it
-    # an append history is parsed as it is read, while each batch of ops is in the cache (the
-    # parse is kept until the check has used it)
-    reading = append_history.Reading() if model == "append" else None
+    # An append history is parsed as it is read, while each batch of ops is in the cache (the
+    # parse is kept until the check has used it). Its ops are not kept, unless the plots and the
+    # timeline are to be drawn, which walk them all: the few a checker cites are read again from
+    # the file (a long history is gigabytes of dicts, and their first touch costs seconds).
+    stored = model == "append" and (run_dir is None or args.no_plots)
+    reading = append_history.Reading(stored) if model == "append" else None
     try:
-        history = load_history(history_path, reading)
+        history = (load_stored(history_path, reading) if stored
+                   else load_history(history_path, reading))
         if bad_test is not None:
             raise bad_test
     except UnicodeDecodeError as exc:

@@ -18,7 +18,7 @@ treat it as an `info` completion); this checker counts them, and calls the histo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkers.append_history import AppendHistory
@@ -34,7 +34,7 @@ UNFINISHED = {
 }
 
 
-def check(history: list[Op], test: Mapping[str, Any], outline: Outline,
+def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
           parsed: AppendHistory | None, open_invokes: list[int]) -> dict[str, Any]:
     """`outline` is the history's; `parsed` the append parse when the model is a log (then the
     final reads are required); `open_invokes` the positions of invokes never completed."""
@@ -82,12 +82,10 @@ def check(history: list[Op], test: Mapping[str, Any], outline: Outline,
     return result
 
 
-def _final_ok(history: list[Op], outline: Outline, parsed: AppendHistory | None) -> int:
+def _final_ok(history: Sequence[Op], outline: Outline, parsed: AppendHistory | None) -> int:
     """How many ok completions are of final ops (made after healing, marked `final`)."""
     if parsed is not None:
         # the reads `final` in the history itself, not those the parse took as stand-ins
-        return sum(1 for read in parsed.reads
-                   if read.final and (history[read.done].get("final")
-                                      or history[read.invoke].get("final")))
+        return sum(1 for read in parsed.reads if read.final) if parsed.final_marked else 0
     return sum(1 for op in history
                if op["type"] == "ok" and op["process"] != NEMESIS and op.get("final"))

@@ -29,7 +29,7 @@ import datetime as dt
 import json
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +70,10 @@ class _Verdicts:
 
 # A suite runs a model's checkers on the history (test.json's `checker` options given); it returns
 # the parsed append history when it made one, for raft-invariants and the statistics.
-Suite = Callable[[list[Op], Mapping[str, Any], _Verdicts], "append_history.AppendHistory | None"]
+Suite = Callable[[Sequence[Op], Mapping[str, Any], _Verdicts], "append_history.AppendHistory | None"]
 
 
-def check(history: list[Op], test: Mapping[str, Any],
+def check(history: Sequence[Op], test: Mapping[str, Any],
           nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """A stored history's verdict, by the model its test names (`workload`; append if absent)."""
     model = str(test.get("workload") or "append")
@@ -83,33 +83,33 @@ def check(history: list[Op], test: Mapping[str, Any],
     return checker(history, test, nodes)
 
 
-def check_log(history: list[Op], test: Mapping[str, Any],
+def check_log(history: Sequence[Op], test: Mapping[str, Any],
               nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """The `append` workload's: log linearizability and the Kafka log anomalies, on one parse."""
     with cyclic_gc.paused():
         return _check(history, test, nodes, _log_suite)
 
 
-def check_register(history: list[Op], test: Mapping[str, Any],
+def check_register(history: Sequence[Op], test: Mapping[str, Any],
                    nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """Linearizability against a register per key."""
     return _check(history, test, nodes, _model_suite("register"))
 
 
-def check_kv(history: list[Op], test: Mapping[str, Any],
+def check_kv(history: Sequence[Op], test: Mapping[str, Any],
              nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """Linearizability against a key-value map."""
     return _check(history, test, nodes, _model_suite("kv"))
 
 
-def check_brokers(history: list[Op], test: Mapping[str, Any],
+def check_brokers(history: Sequence[Op], test: Mapping[str, Any],
                   nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """The `brokers` workload's: the fencing checker (checkers/fencing.py) on the describes, the
     nemesis ops, test.json's brokers and timings and the nodes' events and logs; with node data,
     raft-invariants and snapshots as for every workload."""
     node_data = _NodeDataOnce(nodes) if nodes else None
 
-    def suite(history: list[Op], options: Mapping[str, Any],
+    def suite(history: Sequence[Op], options: Mapping[str, Any],
               verdicts: _Verdicts) -> append_history.AppendHistory | None:
         verdicts.run("fencing", lambda: fencing.check(
             history, test, node_data() if node_data is not None else []))
@@ -122,7 +122,7 @@ MODELS: dict[str, Checker] = {"append": check_log, "register": check_register, "
                               "brokers": check_brokers}
 
 
-def _log_suite(history: list[Op], options: Mapping[str, Any],
+def _log_suite(history: Sequence[Op], options: Mapping[str, Any],
                verdicts: _Verdicts) -> append_history.AppendHistory | None:
     parsed_holder: list[append_history.AppendHistory] = []
 
@@ -140,7 +140,7 @@ def _log_suite(history: list[Op], options: Mapping[str, Any],
 
 
 def _model_suite(model: str) -> Suite:
-    def suite(history: list[Op], options: Mapping[str, Any],
+    def suite(history: Sequence[Op], options: Mapping[str, Any],
               verdicts: _Verdicts) -> append_history.AppendHistory | None:
         # read under the guard: a bad budget in test.json makes the verdict unknown, not a crash
         verdicts.run("linearizable", lambda: linearizable.check(
@@ -150,7 +150,7 @@ def _model_suite(model: str) -> Suite:
 
 
 def _no_checker(model: str) -> Suite:
-    def suite(history: list[Op], options: Mapping[str, Any],
+    def suite(history: Sequence[Op], options: Mapping[str, Any],
               verdicts: _Verdicts) -> append_history.AppendHistory | None:
         verdicts.results["workload"] = {
             "valid": UNKNOWN,
@@ -159,7 +159,7 @@ def _no_checker(model: str) -> Suite:
     return suite
 
 
-def damaged_snapshots(history: list[Op]) -> dict[str, list[float]]:
+def damaged_snapshots(history: Sequence[Op]) -> dict[str, list[float]]:
     """Per node, the wall-clock times (ms) at which the `corrupt` nemesis damaged one of its
     snapshot files (`.checkpoint`), from the completions of its starts (docs/contracts.md)."""
     damaged: dict[str, list[float]] = {}
@@ -180,13 +180,15 @@ def damaged_snapshots(history: list[Op]) -> dict[str, list[float]]:
     return damaged
 
 
-def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
+def _check(history: Sequence[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
            suite: Suite, shared: _NodeDataOnce | None = None) -> dict[str, Any]:
     """`shared`: the node data the suite read already, if it read it (read once per check)."""
     given = test.get("checker")
     options: Mapping[str, Any] = given if isinstance(given, dict) else {}
     verdicts = _Verdicts()
     parsed = suite(history, options, verdicts)
+    # The append parse walked the history already; for other workloads it is walked here, once.
+    outline = parsed.outline if parsed is not None else outline_of(history)
     if nodes:
         acked = _acked(parsed)
         node_data = shared if shared is not None else _NodeDataOnce(nodes)
@@ -196,11 +198,13 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
             verdicts.run("raft-invariants", lambda: raft_invariants.check(node_data(), acked))
             # snapshot/log invariants: the append history's reads and acks are evidence too;
             # other workloads (kv) are judged on the node data alone
-            verdicts.run("snapshots", lambda: snapshots.check(node_data(), parsed,
-                                                              damaged_snapshots(history)))
-        if membership.applies(history, test):
+            verdicts.run("snapshots", lambda: snapshots.check(
+                node_data(), parsed, damaged_snapshots(outline.nemesis)))
+        # these read the nemesis ops alone (a stored history is not read again for them)
+        if membership.applies(outline.nemesis, test):
             # KIP-853: every voter change the nemesis was told succeeded is committed
-            verdicts.run("membership", lambda: membership.check(history, test, node_data()))
+            verdicts.run("membership", lambda: membership.check(outline.nemesis, test,
+                                                                node_data()))
     if availability.applies(test):
         # test.json's floors (`--min-availability`): a liveness regression fails the run
         verdicts.run("availability", lambda: availability.check(history, test))
@@ -210,8 +214,6 @@ def _check(history: list[Op], test: Mapping[str, Any], nodes: Mapping[str, Path]
 
     anomalies = merge_anomalies(list(results.values()))
     findings = promises.merge_findings(results)
-    # The append parse walked the history already; for other workloads it is walked here, once.
-    outline = parsed.outline if parsed is not None else outline_of(history)
     verdicts.run("completeness", lambda: completeness.check(
         history, test, outline, parsed,
         parsed.open_invokes if parsed is not None else open_invokes(history)))

@@ -14,6 +14,7 @@ faults, recovery after each start and stop) read the same windows, so both measu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from checkers.history import NEMESIS, Op
@@ -48,7 +49,7 @@ class _Opening:
         return Window(kind, self.start, self.end, self.start_index)
 
 
-def windows(history: list[Op], end: int | None = None) -> list[Window]:
+def windows(history: Sequence[Op], end: int | None = None) -> list[Window]:
     """The windows in order of start. `history` may be the whole history or only its nemesis ops;
     then `end`, the time of the history's last op, says when the windows still open end."""
     end_of_history = end if end is not None else int(history[-1]["time"]) if history else 0

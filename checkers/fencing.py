@@ -86,7 +86,7 @@ import statistics
 import uuid
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -186,7 +186,7 @@ class Describe:
     brokers: dict[int, dict[str, Any]]
 
 
-def describes(history: list[Op]) -> tuple[list[Describe], dict[str, Counter[str]]]:
+def describes(history: Sequence[Op]) -> tuple[list[Describe], dict[str, Counter[str]]]:
     """The ok describes in completion order, and per node the count of each outcome (`ok`, or
     the error of a failure, `info`)."""
     found: list[Describe] = []
@@ -264,7 +264,7 @@ class Faults:
         return edges[first]
 
 
-def faults(history: list[Op]) -> Faults:
+def faults(history: Sequence[Op]) -> Faults:
     """What the nemesis ops make certain (see the module doc)."""
     found = Faults()
     _cuts(history, found)
@@ -275,7 +275,7 @@ def faults(history: list[Op]) -> Faults:
     return found
 
 
-def _cuts(history: list[Op], found: Faults) -> None:
+def _cuts(history: Sequence[Op], found: Faults) -> None:
     """Certain cut links: each network fault kind (a start whose value has `cut`) owns its
     links, from its start's completion to the invoke of its stop or of its next start."""
     cuts: dict[str, tuple[float, frozenset[Link]]] = {}  # kind -> (since, certain links)
@@ -365,7 +365,7 @@ def _links(value: Any) -> frozenset[Link] | None:
 # --- the nodes' clocks, and their records ---------------------------------------------------------
 
 
-def clock_zero(history: list[Op]) -> float | None:
+def clock_zero(history: Sequence[Op]) -> float | None:
     """The Unix time (ms) of history time 0, from the nemesis ops' `wall` stamped with their
     `time` (the harness's clock, the one the nodes stamp their events with)."""
     zeros = []
@@ -452,7 +452,7 @@ def events(nodes: list[NodeData], kind: str) -> Iterable[tuple[NodeData, dict[st
 
 @dataclass
 class _Run:
-    history: list[Op]
+    history: Sequence[Op]
     timings: Timings
     roster: Roster
     nodes: list[NodeData]
@@ -464,7 +464,7 @@ class _Run:
     judged: Counter[str] = field(default_factory=Counter)
 
 
-def check(history: list[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> dict[str, Any]:
+def check(history: Sequence[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> dict[str, Any]:
     answers, outcomes = describes(history)
     roster = Roster.of(test, nodes)
     records = committed_records(nodes)

@@ -9,9 +9,13 @@ matches each client invoke with its completion, which every checker needs.
 A line is JSON as `json.loads` reads it, and the values are its values: that is the format, whatever
 reads it. Reading is most of what `kraft check` spends on a long history (10^6 operations are 2x10^6
 lines, 400 MB), so lines are decoded by msgspec (a dependency; without it the standard library reads
-them all, slower) and each op is validated as it is decoded, never held twice. msgspec reads a
-subset of what json.loads reads, to the same values; a line it refuses is read again by json.loads,
-which has the last word. So NaN, Infinity and -Infinity (which the harness's json.dumps writes for
+them all, slower) and each op is validated as it is decoded, never held twice. `load_stored` holds
+none at all: a history of millions of ops is gigabytes of dicts, whose first touch alone costs
+seconds, while a parse that follows the reading (`Follow`) keeps a small part of each; the ops are
+then read again from the file when asked for (`StoredOps`).
+
+msgspec reads a subset of what json.loads reads, to the same values; a line it refuses is read
+again by json.loads, which has the last word. So NaN, Infinity and -Infinity (which the harness's json.dumps writes for
 such floats), numbers beyond a double's range (infinities) and lone surrogate escapes are accepted
 as they always were, and integers of any size keep their value (orjson, which turns integers beyond
 64 bits into floats, would not do).
@@ -21,11 +25,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
 from pathlib import Path
 from sys import intern
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, Protocol, overload
 
 from checkers import cyclic_gc
 from contracts.history import NEMESIS, Op
@@ -55,15 +61,23 @@ class Read:
     valid history) or the first thing wrong with it."""
 
     lines: int
-    ops: list[Op]  # empty when `error` is set
+    ops: Sequence[Op]  # empty when `error` is set
     error: HistoryError | None
 
 
-# Called now and then as a history is read, with the ops kept so far and how many of them are read
-# and valid (all but the last few): a parse that follows the reading takes them while they are
-# still in the cache (`append_history.Reading`). Not called once the history is found bad.
-Follow = Callable[[list[Op], int], None]
-FOLLOW_EVERY = 2048  # ops: a batch is read again while it is in the cache (about 2 MB of dicts)
+class Follow(Protocol):
+    """A parse that follows the reading (`append_history.Reading`): it takes each batch of ops
+    just after they are decoded and found valid, while they are still in the cache, and is told
+    the history once all of it is read and valid (`end`), which a history found bad never is."""
+
+    def take(self, ops: list[Op], first: int) -> None:
+        """`ops` are the ops at positions first, first + 1, ... (batches come in order)."""
+
+    def end(self, history: Sequence[Op]) -> None:
+        """The whole history was read and is valid: these are its ops."""
+
+
+FOLLOW_EVERY = 2048  # ops: a batch is taken while it is in the cache (about 2 MB of dicts)
 
 
 def load(path: Path | str, follow: Follow | None = None) -> list[Op]:
@@ -71,26 +85,70 @@ def load(path: Path | str, follow: Follow | None = None) -> list[Op]:
     found = read(path, follow)
     if found.error is not None:
         raise found.error
+    assert isinstance(found.ops, list)
     return found.ops
 
 
-def read(path: Path | str, follow: Follow | None = None) -> Read:
+def load_stored(path: Path | str, follow: Follow | None = None) -> StoredOps:
+    """As `load`, but keeping no op: each is validated and given to `follow`, then dropped, and
+    the ops are read again from the file when asked for. For a long history whose checker keeps
+    what it needs as it follows the reading (`kraft check` of an append history)."""
+    found = read(path, follow, keep=False)
+    if found.error is not None:
+        raise found.error
+    assert isinstance(found.ops, StoredOps)
+    return found.ops
+
+
+def read(path: Path | str, follow: Follow | None = None, keep: bool = True) -> Read:
     """Read and validate a history file, returning what is wrong instead of raising it. Every line
-    is read, so that `lines` counts them all; a file that is not UTF-8 raises UnicodeDecodeError."""
+    is read, so that `lines` counts them all; a file that is not UTF-8 raises UnicodeDecodeError.
+    `keep=False`: the ops are not held but read again from the file (`StoredOps`)."""
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115
+        handle = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         return Read(0, [], HistoryError(0, f"cannot read history: {exc.strerror}", path))
     # The decoder makes a few objects per record, tens of millions in a long history, which form
     # no cycles and live until the verdict: the collector would only scan them again and again
     # (with it on, reading 10^6 operations spent over half of its 33 s in the collector).
     with handle, cyclic_gc.paused():
-        found = _read_lines(handle, path, follow)
+        found = _read_lines(handle, path, follow, keep)
         cyclic_gc.to_oldest_generation()
     return found
 
 
-def _read_lines(handle: Iterable[str], path: Path | str, follow: Follow | None = None) -> Read:
+_CHUNK = 1 << 20  # bytes read at a time
+
+
+def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Each line with the position of its first byte in the file. A line ends at LF, CR LF or a
+    lone CR, as text mode reads it (bytes.splitlines' line ends). The file is read a chunk at a
+    time and split in C, so that a line costs the reader's loop nothing here."""
+    return chain.from_iterable(_chunks(handle))
+
+
+def _chunks(handle: BinaryIO) -> Iterator[Iterator[tuple[int, bytes]]]:
+    """The lines of each chunk of whole lines (cut after its last LF, so that no CR LF is cut in
+    two), with where they start."""
+    at = 0
+    parts: list[bytes] = []  # the start of a line longer than the chunks so far
+    while data := handle.read(_CHUNK):
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            parts.append(data)
+            continue
+        whole = b"".join([*parts, data[:cut]]) if parts else data[:cut]
+        parts = [data[cut:]] if cut < len(data) else []
+        lines = whole.splitlines(keepends=True)
+        yield zip(accumulate(map(len, lines), initial=at), lines, strict=False)
+        at += len(whole)
+    if parts:  # the last line, without an LF
+        lines = b"".join(parts).splitlines(keepends=True)
+        yield zip(accumulate(map(len, lines), initial=at), lines, strict=False)
+
+
+def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None,
+                keep: bool = True) -> Read:
     """Each op is validated as it is decoded, so that the history is held once. A line that is
     not JSON outranks any problem of an earlier op (JSON is the first thing the format asks for):
     after a problem, lines are still decoded, but no longer kept.
@@ -101,103 +159,188 @@ def _read_lines(handle: Iterable[str], path: Path | str, follow: Follow | None =
     completions when that is the usual one (an invoke of an idle process, the completion of its
     process's open invoke of the same f), as `_Rules.pair` places it. Any other op, and any line
     msgspec refused, goes to `_Rules`, which has the last word and the messages."""
-    ops: list[Op] = []
-    keep = ops.append
+    ops: list[Op] = []  # the ops held (`keep`) before `batch`
+    batch: list[Op] = []  # the valid ops since `follow` last took some
+    add = batch.append
+    starts = array("q")  # where each non-blank line starts in the file (`StoredOps`)
+    add_start = starts.append
     count = 0  # non-blank lines so far
     bad_json: HistoryError | None = None  # the first line that is not JSON
     invalid: HistoryError | None = None  # the first op that breaks a rule of the format
     crash: Exception | None = None  # what the rules raised instead of saying what is wrong
     spoiled = False  # either is set: the ops are no longer kept
-    follow_at = FOLLOW_EVERY if follow is not None else -1  # when `follow` is next called
+    # when `follow` next takes the batch (and, with no follow, the batch is moved to `ops`)
+    follow_at = FOLLOW_EVERY
     rules = _Rules()
     pending, retired = rules.pending, rules.retired
     open_invoke = pending.pop
     loads, unusual, types = _DECODER.loads, _UNUSUAL, TYPES
     fields = None if _DECODER.checks_fields else FIELDS
-    try:
-        for lineno, text in enumerate(handle, 1):
-            try:
-                op = loads(text)
-                common = True
-            except unusual:  # read by json.loads, and judged by the rules alone
-                op = _decode_exactly(text)
-                if op is BLANK:
-                    continue
-                if op is NOT_JSON and bad_json is None:
-                    bad_json = HistoryError(lineno, _json_problem(text), path)
-                    spoiled = True
-                    ops.clear()
-                common = False
-            position = count
-            count += 1
-            if spoiled:
+    for lineno, (start, line) in enumerate(_lines(handle), 1):
+        try:
+            op = loads(line)
+            common = True
+        except unusual:  # read by json.loads, and judged by the rules alone
+            text = _text(line)
+            op = _decode_exactly(text)
+            if op is BLANK:
                 continue
-            if position == follow_at and follow is not None:  # every op before it is kept
-                follow_at += FOLLOW_EVERY
-                follow(ops, position)
-            if common:
-                try:
-                    index, time, type_, f = op["index"], op["time"], op["type"], op["f"]
-                    process = op["process"]
-                    node, error = op.get("node"), op.get("error")
-                    # `type_ in types` alone: a JSON value equal to a str is that str, and one
-                    # that is not hashable raises TypeError
-                    common = (type(index) is int and index == position and type(time) is int
-                              and time >= 0 and type_ in types
-                              and type(f) is str and f != ""
-                              and (type(process) is int or process == NEMESIS)
-                              and (fields is None or op.keys() <= fields)
-                              and (node is None or type(node) is str or type(node) is int)
-                              and (error is None or (type(error) is str and type_ != "invoke"))
-                              and "final" not in op and "wall" not in op)
-                except (KeyError, TypeError):  # not an object, or a field missing
-                    common = False
-                if common:  # its fields are good; its place, in the usual case:
-                    # one str per type, f and node name instead of three new ones per op (an
-                    # eighth of the peak memory of a check of 10^6 ops: bench_checkers)
-                    op["type"], op["f"] = intern(type_), intern(f)
-                    if type(node) is str:
-                        op["node"] = intern(node)
-                    if type(process) is not int:  # the nemesis, which pairs nothing
-                        keep(op)
-                        continue
-                    if type_ == "invoke":
-                        if process not in pending and process not in retired:
-                            pending[process] = (lineno, f)
-                            keep(op)
-                            continue
-                    else:
-                        started = open_invoke(process, None)
-                        if started is not None:
-                            if started[1] == f:
-                                if type_ == "info":
-                                    retired[process] = lineno
-                                keep(op)
-                                continue
-                            pending[process] = started  # as it was, for the message
-            try:
-                # with fields found good, only the op's place among its process's is left
-                problem = (rules.pair(process, type_, f, lineno) if common
-                           else rules.check(op, position, lineno))
-            except Exception as exc:  # raised below, unless a line is not JSON
-                crash, spoiled = exc, True
-                ops.clear()
-                continue
-            if problem is None:
-                keep(op)
-            else:
-                invalid = HistoryError(lineno, problem, path)
+            if op is NOT_JSON and bad_json is None:
+                bad_json = HistoryError(lineno, _json_problem(text), path)
                 spoiled = True
                 ops.clear()
-    except UnicodeDecodeError:
-        if bad_json is None:
-            raise
+                batch.clear()
+            common = False
+        position = count
+        count += 1
+        add_start(start)
+        if spoiled:
+            continue
+        if position == follow_at:  # every op before it is valid, and in `batch`
+            follow_at += FOLLOW_EVERY
+            if follow is not None:
+                follow.take(batch, position - len(batch))
+            if keep:
+                ops += batch
+            batch = []
+            add = batch.append
+        if common:
+            try:
+                index, time, type_, f = op["index"], op["time"], op["type"], op["f"]
+                process = op["process"]
+                node, error = op.get("node"), op.get("error")
+                # `type_ in types` alone: a JSON value equal to a str is that str, and one
+                # that is not hashable raises TypeError
+                common = (type(index) is int and index == position and type(time) is int
+                          and time >= 0 and type_ in types
+                          and type(f) is str and f != ""
+                          and (type(process) is int or process == NEMESIS)
+                          and (fields is None or op.keys() <= fields)
+                          and (node is None or type(node) is str or type(node) is int)
+                          and (error is None or (type(error) is str and type_ != "invoke"))
+                          and "final" not in op and "wall" not in op)
+            except (KeyError, TypeError):  # not an object, or a field missing
+                common = False
+            if common:  # its fields are good; its place, in the usual case:
+                # one str per type, f and node name instead of three new ones per op (an
+                # eighth of the peak memory of a check of 10^6 ops: bench_checkers)
+                op["type"], op["f"] = intern(type_), intern(f)
+                if type(node) is str:
+                    op["node"] = intern(node)
+                if type(process) is not int:  # the nemesis, which pairs nothing
+                    add(op)
+                    continue
+                if type_ == "invoke":
+                    if process not in pending and process not in retired:
+                        pending[process] = (lineno, f)
+                        add(op)
+                        continue
+                else:
+                    started = open_invoke(process, None)
+                    if started is not None:
+                        if started[1] == f:
+                            if type_ == "info":
+                                retired[process] = lineno
+                            add(op)
+                            continue
+                        pending[process] = started  # as it was, for the message
+        try:
+            # with fields found good, only the op's place among its process's is left
+            problem = (rules.pair(process, type_, f, lineno) if common
+                       else rules.check(op, position, lineno))
+        except Exception as exc:  # raised below, unless a line is not JSON
+            crash, spoiled = exc, True
+            ops.clear()
+            batch.clear()
+            continue
+        if problem is None:
+            add(op)
+        else:
+            invalid = HistoryError(lineno, problem, path)
+            spoiled = True
+            ops.clear()
+            batch.clear()
     if crash is not None and bad_json is None:
         # e.g. a `type` that is a list: the rules fail on it as they always have, but only
         # once every line is known to be JSON, as when the whole file was decoded first
         raise crash
-    return Read(count, ops, bad_json or invalid)
+    error = bad_json or invalid
+    if error is not None:
+        return Read(count, [], error)
+    if follow is not None:
+        follow.take(batch, count - len(batch))
+    history: Sequence[Op]
+    if keep:
+        ops += batch
+        history = ops
+    else:
+        history = StoredOps(path, starts)
+    if follow is not None:
+        follow.end(history)
+    return Read(count, history, None)
 
+
+class StoredOps(Sequence[Op]):
+    """The ops of a history file that was read and found valid (`load_stored`), read again from
+    the file when asked for: one at a time for the few that a check cites (a read of its line),
+    and all of them at the first walk over the history (the plots, the timeline), which keeps them
+    from then on, as `load` would have. Until then nothing is held but where each line starts. The
+    file must stay as it was: an op read again that is not the one read before (its index) raises
+    HistoryError."""
+
+    def __init__(self, path: Path | str, starts: array[int]) -> None:
+        self.path = path
+        self._starts = starts
+        self._ops: list[Op] | None = None  # all of them, once walked
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, position: int) -> Op: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[Op]: ...
+
+    def __getitem__(self, position: int | slice) -> Op | list[Op]:
+        if self._ops is not None:
+            return self._ops[position]
+        if isinstance(position, slice):
+            return [self[at] for at in range(*position.indices(len(self)))]
+        if position < 0:
+            position += len(self)
+        start = self._starts[position]  # IndexError past the end, as a list's
+        with open(self.path, "rb") as handle:
+            handle.seek(start)
+            line = handle.readline()
+        return self._same(decode(line.splitlines()[0] if b"\r" in line else line), position)
+
+    def __iter__(self) -> Iterator[Op]:
+        if self._ops is None:
+            with cyclic_gc.paused():  # as `read` reads them, and for the same reason
+                self._ops = self._read_all()
+                cyclic_gc.to_oldest_generation()
+        return iter(self._ops)
+
+    def _read_all(self) -> list[Op]:
+        ops: list[Op] = []
+        keep = ops.append
+        with open(self.path, "rb") as handle:
+            for _, line in _lines(handle):
+                op = decode(line)
+                if op is not BLANK:
+                    keep(self._same(op, len(ops)))
+        if len(ops) != len(self):
+            raise HistoryError(len(ops) + 1, "the history file changed since it was read "
+                               f"(it has {len(ops)} ops, not {len(self)})", self.path)
+        return ops
+
+    def _same(self, op: object, position: int) -> Op:
+        """`op`, read again at `position`, if it is the op read there before."""
+        if not isinstance(op, dict) or op.get("index") != position:
+            raise HistoryError(position + 1, "the history file changed since it was read "
+                               f"(op {position} is no longer there)", self.path)
+        return op
 
 BLANK = object()  # what `decode` returns for a blank line
 NOT_JSON = object()  # what `decode` returns for a line that is not JSON
@@ -205,10 +348,11 @@ _JSON_SPACE = " \t\n\r"
 _raw_decode = json.JSONDecoder().raw_decode
 
 
-def _stdlib_loads(text: str) -> Any:
+def _stdlib_loads(line: str | bytes) -> Any:
     """A JSON value at the start of the line, followed by JSON whitespace only, read without
     json.loads' wrapper (a third of the cost of reading a history); ValueError for anything else,
     which `_decode_exactly` then reads as json.loads does."""
+    text = line if isinstance(line, str) else line.decode("utf-8")
     value, end = _raw_decode(text)
     if end == len(text) or not text[end:].strip(_JSON_SPACE):
         return value
@@ -221,7 +365,7 @@ class _Decoder:
     for any other, which json.loads then reads. `checks_fields`: whether `loads` refuses an object
     with a field the format does not know (then the loop need not look)."""
 
-    loads: Callable[[str], Any]
+    loads: Callable[[str | bytes], Any]
     checks_fields: bool
 
 
@@ -247,13 +391,20 @@ _DECODER = _decoder()
 _UNUSUAL = (ValueError, RecursionError)  # RecursionError: nested too deep
 
 
-def decode(text: str) -> object:
+def decode(text: str | bytes) -> object:
     """One line as JSON exactly as json.loads reads it, BLANK for a blank line, NOT_JSON when it is
     not JSON: by the fast decoder when it can, else by json.loads."""
     try:
         return _DECODER.loads(text)
     except _UNUSUAL:
-        return _decode_exactly(text)
+        return _decode_exactly(text if isinstance(text, str) else _text(text))
+
+
+def _text(line: bytes) -> str:
+    """A line as text mode reads it: its line end (the only CR it can hold) made an LF, by which
+    the column of a JSON error counts."""
+    text = line.decode("utf-8")
+    return text.rstrip("\r\n") + "\n" if text.endswith("\r") or text.endswith("\r\n") else text
 
 
 def _decode_exactly(text: str) -> object:
@@ -275,7 +426,7 @@ def _json_problem(text: str) -> str:
     return "bad JSON: nested too deeply"
 
 
-def validate(history: list[Op], lines: list[int] | None = None) -> None:
+def validate(history: Sequence[Op], lines: list[int] | None = None) -> None:
     """Check fields, types, indices and invoke/completion pairing; raises HistoryError."""
     rules = _Rules()
     for position, op in enumerate(history):
@@ -425,7 +576,7 @@ class Outline:
     nemesis: list[Op] = field(default_factory=list)
 
 
-def outline(history: list[Op]) -> Outline:
+def outline(history: Sequence[Op]) -> Outline:
     found = Outline()
     for op in history:
         if op["process"] == NEMESIS:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ class Leadership:
 # --- the clock --------------------------------------------------------------------------------
 
 
-def _from_wall_fields(history: list[Op], test: Mapping[str, Any],
+def _from_wall_fields(history: Sequence[Op], test: Mapping[str, Any],
                       nodes: list[NodeData]) -> float | None:
     """docs/architecture.md: nemesis ops carry `wall` (ISO 8601) beside `time`; exact."""
     zeros = [_unix_ms(op["wall"]) - op["time"] * MS_PER_NS for op in history if op.get("wall")]
@@ -117,7 +117,7 @@ def _from_wall_fields(history: list[Op], test: Mapping[str, Any],
     return statistics.median(found) if found else None
 
 
-def _from_first_leader(history: list[Op], test: Mapping[str, Any],
+def _from_first_leader(history: Sequence[Op], test: Mapping[str, Any],
                        nodes: list[NodeData]) -> float | None:
     """The runner starts the workload once a leader answers (a 0.2 s poll), so time zero follows
     the first leadership any node recorded after the test started."""
@@ -128,12 +128,12 @@ def _from_first_leader(history: list[Op], test: Mapping[str, Any],
     return min(times) if times else None
 
 
-def _from_test_start(history: list[Op], test: Mapping[str, Any],
+def _from_test_start(history: Sequence[Op], test: Mapping[str, Any],
                      nodes: list[NodeData]) -> float | None:
     return _unix_ms(test.get("start_time"))
 
 
-ALIGNMENTS: tuple[tuple[str, Callable[[list[Op], Mapping[str, Any], list[NodeData]], float | None]], ...] = (
+ALIGNMENTS: tuple[tuple[str, Callable[[Sequence[Op], Mapping[str, Any], list[NodeData]], float | None]], ...] = (
     ("exact (nemesis wall clock)", _from_wall_fields),
     ("approximate, within 0.5 s (the workload starts when the first leader answers)",
      _from_first_leader),
@@ -141,7 +141,7 @@ ALIGNMENTS: tuple[tuple[str, Callable[[list[Op], Mapping[str, Any], list[NodeDat
 )
 
 
-def clock_zero(history: list[Op], test: Mapping[str, Any],
+def clock_zero(history: Sequence[Op], test: Mapping[str, Any],
                nodes: list[NodeData]) -> tuple[float | None, str]:
     """The Unix time in ms of history time zero, and how it was found."""
     for how, estimate in ALIGNMENTS:
@@ -163,7 +163,7 @@ def _unix_ms(stamp: Any) -> float | None:
 # --- spans from events -------------------------------------------------------------------------
 
 
-def read(run_dir: Path, history: list[Op]) -> Leadership:
+def read(run_dir: Path, history: Sequence[Op]) -> Leadership:
     """The leadership of a stored run: `nodes/*/events.jsonl` and `test.json` of `run_dir`."""
     dirs = node_dirs(run_dir)
     if not dirs:
@@ -175,7 +175,7 @@ def read(run_dir: Path, history: list[Op]) -> Leadership:
     return from_nodes(nodes, history, read_object(Path(run_dir) / TEST))
 
 
-def from_nodes(nodes: list[NodeData], history: list[Op], test: Mapping[str, Any]) -> Leadership:
+def from_nodes(nodes: list[NodeData], history: Sequence[Op], test: Mapping[str, Any]) -> Leadership:
     names = tuple(node.name for node in nodes)
     zero, how = clock_zero(history, test, nodes)
     if zero is None or not any(node.events for node in nodes):
@@ -253,7 +253,7 @@ def tenures(spans: Iterable[Span]) -> list[Tenure]:
 # --- fault bands -------------------------------------------------------------------------------
 
 
-def fault_bands(history: list[Op]) -> list[Band]:
+def fault_bands(history: Sequence[Op]) -> list[Band]:
     by_index = {op["index"]: op for op in history if op["process"] == "nemesis"}
     return [Band(w.kind, w.start * MS_PER_NS, w.end * MS_PER_NS,
                  nodes_touched(by_index.get(w.start_index, {}).get("value")), w.start_index,
@@ -285,7 +285,7 @@ MARK_STYLES = {"start": ("^", "#2a9d3f"), "stop": ("s", "#333333"), "truncate": 
                "install": ("D", "#1f6fb4"), "log-start": ("|", "#7a4fb0")}
 
 
-def render(history: list[Op], run_dir: Path, path: Path) -> None:
+def render(history: Sequence[Op], run_dir: Path, path: Path) -> None:
     """Write the leadership picture of a stored run to `path` (a PNG): a `leader` row (who
     claimed leadership, red where two nodes did at once), one row per node coloured by role with
     the epoch on each leadership, start/stop/truncate/install/log-start marks, and the fault
@@ -361,7 +361,7 @@ def _legend(bands: list[Band]) -> list[Any]:
     return handles
 
 
-def _history_end(history: list[Op]) -> float:
+def _history_end(history: Sequence[Op]) -> float:
     return max((float(op["time"]) for op in history), default=0.0) * MS_PER_NS
 
 

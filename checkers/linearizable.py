@@ -17,6 +17,7 @@ for the brute-force comparison's, 830 for a key of the synthetic campaigns (test
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from checkers.append_history import InputError
@@ -28,7 +29,7 @@ from checkers.wgl import Operation, Outcome, search
 DEFAULT_MAX_STATES = 20_000_000
 
 
-def check(history: list[Op], model_name: str = "register",
+def check(history: Sequence[Op], model_name: str = "register",
           max_states: int = DEFAULT_MAX_STATES) -> dict[str, Any]:
     if model_name not in ("register", "kv"):
         raise InputError(f"unknown model {model_name!r}; one of register, kv")
@@ -53,7 +54,7 @@ def check(history: list[Op], model_name: str = "register",
     return result
 
 
-def _report(found: Anomalies, history: list[Op], key: Any, ops: list[Operation],
+def _report(found: Anomalies, history: Sequence[Op], key: Any, ops: list[Operation],
             outcome: Outcome) -> None:
     """The anomaly of a key with no linearization: the op that cannot be placed, with the ops
     concurrent with it, and the states the register could hold when it had to take effect."""
@@ -75,7 +76,7 @@ def _report(found: Anomalies, history: list[Op], key: Any, ops: list[Operation],
     )
 
 
-def split_by_key(history: list[Op]) -> dict[Any, list[Operation]]:
+def split_by_key(history: Sequence[Op]) -> dict[Any, list[Operation]]:
     parts: dict[Any, list[Operation]] = {}
     for pair in pairs(history):
         invoke, done = pair.invoke, pair.completion

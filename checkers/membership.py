@@ -34,7 +34,7 @@ membership changes or node data is trivially valid (`skipped` says why).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,14 +68,14 @@ class Requested:
     result: str | None
 
 
-def applies(history: list[Op], test: Mapping[str, Any]) -> bool:
+def applies(history: Sequence[Op], test: Mapping[str, Any]) -> bool:
     """Whether the run changed voters: the membership nemesis was named or made a change."""
     nemesis = test.get("nemesis")
     return (isinstance(nemesis, list) and "membership" in nemesis) or any(
         op.get("process") == NEMESIS and op.get("f") == START for op in history)
 
 
-def requested(history: list[Op]) -> list[Requested]:
+def requested(history: Sequence[Op]) -> list[Requested]:
     """The nemesis's membership changes, in history order (their completions)."""
     found = []
     for op in history:
@@ -132,7 +132,7 @@ def committed(change: Change, nodes: list[NodeData]) -> bool:
     return False
 
 
-def check(history: list[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> dict[str, Any]:
+def check(history: Sequence[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> dict[str, Any]:
     asked = requested(history)
     changes = appended(nodes)
     if not asked and not changes:
@@ -158,7 +158,7 @@ def check(history: list[Op], test: Mapping[str, Any], nodes: list[NodeData]) -> 
         final_voters=sorted(names.get(str(v), str(v)) for v in done[-1].voters) if done else None)
 
 
-def _restarts(history: list[Op]) -> list[Op]:
+def _restarts(history: Sequence[Op]) -> list[Op]:
     return [op for op in history if op.get("process") == NEMESIS and op.get("f") == START
             and op.get("type") == "ok" and isinstance(op.get("value"), dict)
             and op["value"].get("op") == "restart"]

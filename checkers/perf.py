@@ -5,6 +5,7 @@ timeline. Like Jepsen's perf checker, it judges nothing; it shows what the fault
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ QUANTILES = (0.5, 0.95, 0.99, 1.0)
 MARKERS = "o^sDvP*X"
 
 
-def render(history: list[Op], out_dir: Path, anomalies: dict[str, Any] | None = None) -> None:
+def render(history: Sequence[Op], out_dir: Path, anomalies: dict[str, Any] | None = None) -> None:
     plots = Path(out_dir) / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     points = _latencies(history)
@@ -40,7 +41,7 @@ def render(history: list[Op], out_dir: Path, anomalies: dict[str, Any] | None = 
     timeline.write(history, Path(out_dir) / "timeline.html", anomalies)
 
 
-def _latencies(history: list[Op]) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+def _latencies(history: Sequence[Op]) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
     """(f, completion type) -> (invoke times in s, latencies in ms)."""
     raw: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for pair in pairs(history):
@@ -49,7 +50,7 @@ def _latencies(history: list[Op]) -> dict[tuple[str, str], tuple[np.ndarray, np.
     return {key: (np.array([p[0] for p in v]), np.array([p[1] for p in v])) for key, v in sorted(raw.items())}
 
 
-def _shade(ax: Axes, history: list[Op]) -> list[Patch]:
+def _shade(ax: Axes, history: Sequence[Op]) -> list[Patch]:
     colors: dict[str, str] = {}
     for window in windows(history):
         color = colors.setdefault(window.kind, FAULT_COLORS[len(colors) % len(FAULT_COLORS)])
@@ -67,7 +68,7 @@ def _finish(fig: Any, ax: Axes, handles: list[Any], path: Path, title: str) -> N
     plt.close(fig)
 
 
-def _latency_raw(history: list[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
+def _latency_raw(history: Sequence[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 5))
     faults = _shade(ax, history)
     markers = {f: MARKERS[i % len(MARKERS)] for i, f in enumerate(sorted({f for f, _ in points}))}
@@ -81,7 +82,7 @@ def _latency_raw(history: list[Op], points: dict[tuple[str, str], Any], path: Pa
     _finish(fig, ax, handles + faults, path, "latency of each operation")
 
 
-def _latency_quantiles(history: list[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
+def _latency_quantiles(history: Sequence[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 5))
     faults = _shade(ax, history)
     by_f: dict[str, list[Any]] = defaultdict(list)
@@ -106,7 +107,7 @@ def _latency_quantiles(history: list[Op], points: dict[tuple[str, str], Any], pa
     _finish(fig, ax, handles + faults, path, f"latency quantiles ({width:g} s windows)")
 
 
-def _rate(history: list[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
+def _rate(history: Sequence[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 5))
     faults = _shade(ax, history)
     handles: list[Any] = []

@@ -8,7 +8,7 @@ reader can go straight to the lines of history.jsonl that matter.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from checkers.history import Op
@@ -17,7 +17,7 @@ SHOWN_PER_KIND = 3
 VALUE_WIDTH = 100
 
 
-def render(results: dict[str, Any], history: list[Op]) -> str:
+def render(results: dict[str, Any], history: Sequence[Op]) -> str:
     lines: list[str] = []
     stats = results.get("stats") or {}
     lines += _ops_table(stats.get("ops") or {})
@@ -145,14 +145,14 @@ def _brokers(result: dict[str, Any]) -> list[str]:
 
 
 def _anomalies(anomalies: dict[str, list[dict[str, Any]]], checkers: dict[str, Any],
-               history: list[Op]) -> list[str]:
+               history: Sequence[Op]) -> list[str]:
     if not anomalies:
         return ["anomalies: none"]
     return ["anomalies:", *_evidence(anomalies, _counts(checkers, "anomaly_counts"), history)]
 
 
 def _findings(findings: dict[str, list[dict[str, Any]]], checkers: dict[str, Any],
-              history: list[Op]) -> list[str]:
+              history: Sequence[Op]) -> list[str]:
     """The anomalies of kinds the target does not promise to avoid (checkers/promises.py): shown
     with their evidence, like anomalies, but they are not failures."""
     if not findings:
@@ -171,7 +171,7 @@ def _counts(checkers: dict[str, Any], field: str) -> dict[str, int]:
     return counts
 
 
-def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int], history: list[Op],
+def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int], history: Sequence[Op],
               note: Callable[[list[dict[str, Any]]], str] = lambda _found: "") -> list[str]:
     lines = []
     for kind, found in by_kind.items():

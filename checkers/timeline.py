@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ LABELS: tuple[tuple[frozenset[str], Label], ...] = (
 )
 
 
-def write(history: list[Op], path: Path, anomalies: dict[str, Any] | None = None,
+def write(history: Sequence[Op], path: Path, anomalies: dict[str, Any] | None = None,
           run_dir: Path | None = None) -> None:
     """Write the timeline of a run. It lives in its run directory (the results layout of
     docs/architecture.md), so `run_dir` defaults to the page's folder, whose test.json and
@@ -67,7 +67,7 @@ def write(history: list[Op], path: Path, anomalies: dict[str, Any] | None = None
                           encoding="utf-8")
 
 
-def page(history: list[Op], anomalies: dict[str, Any] | None = None,
+def page(history: Sequence[Op], anomalies: dict[str, Any] | None = None,
          leadership: leaders.Leadership | None = None, title: str = "timeline") -> str:
     anomalies = anomalies or {}
     kinds_of = _kinds_of(anomalies)
@@ -101,7 +101,7 @@ class Drawing:
     bands: list[leaders.Band]
 
 
-def _drawing(history: list[Op], kinds_of: dict[int, list[str]],
+def _drawing(history: Sequence[Op], kinds_of: dict[int, list[str]],
              leadership: leaders.Leadership | None) -> Drawing:
     chosen = _chosen(history, kinds_of)
     processes = sorted({p.invoke["process"] for p in chosen}, key=_process_order)
@@ -138,7 +138,7 @@ def _drawing(history: list[Op], kinds_of: dict[int, list[str]],
     return Drawing(data, marked, where, bands)
 
 
-def _chosen(history: list[Op], kinds_of: dict[int, list[str]]) -> list[Pair]:
+def _chosen(history: Sequence[Op], kinds_of: dict[int, list[str]]) -> list[Pair]:
     chosen: list[Pair] = []
     for pair in pairs(history):
         named = pair.invoke["index"] in kinds_of or pair.completion["index"] in kinds_of

@@ -16,7 +16,7 @@ the interpreter records them in the history, and the checker the workload declar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ class Checker(Protocol):
     """A history's verdict. `nodes` maps each node's name to the directory its files were
     collected into (results/.../nodes/<node>/), when there are any."""
 
-    def __call__(self, history: list[Op], test: Mapping[str, Any],
+    def __call__(self, history: Sequence[Op], test: Mapping[str, Any],
                  nodes: Mapping[str, Path] | None = None, /) -> dict[str, Any]: ...
 
 

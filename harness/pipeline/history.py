@@ -60,6 +60,7 @@ def read(path: Path | str) -> History:
         return History(found.lines, [], f"history.jsonl:{found.error.line}: {found.error.message}")
     if not found.ops:
         return History(0, [], "history.jsonl is empty")
+    assert isinstance(found.ops, list)  # read keeps them
     return History(found.lines, found.ops, None)
 
 

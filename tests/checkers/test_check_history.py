@@ -22,6 +22,7 @@ from checkers.history import (
     HistoryError,
     decode,
     load,
+    load_stored,
     open_invokes,
     pairs,
     read,
@@ -249,14 +250,19 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(history_module, "_DECODER", fast)
 
 
-def outcome(path: Path) -> tuple[Any, ...]:
-    """What reading a file comes to, in a form two readings can be compared by (NaN included)."""
+def outcome(path: Path, keep: bool = True) -> tuple[Any, ...]:
+    """What reading a file comes to, in a form two readings can be compared by (NaN included).
+    `keep=False`: as `load_stored` reads it, its ops read again from the file, one by one and all
+    in order (which must agree)."""
     try:
-        found = read(path)
+        found = read(path, keep=keep)
     except (TypeError, UnicodeDecodeError) as exc:
         return ("raises", type(exc).__name__)
     error = None if found.error is None else (found.error.line, str(found.error))
-    return found.lines, repr(found.ops), error
+    ops = list(found.ops)
+    if not keep:
+        assert repr([found.ops[at] for at in range(len(found.ops))]) == repr(ops)
+    return found.lines, repr(ops), error
 
 
 def reference(path: Path) -> tuple[Any, ...]:
@@ -341,8 +347,11 @@ def test_both_decoders_read_and_refuse_as_json_loads_and_validate_do(
         path.write_bytes(data)
         want = reference(path)
         errors += want[-1] is not None
+        # chunks of a few bytes too: lines that span chunks, a \r\n cut between two
+        monkeypatch.setattr(history_module, "_CHUNK", rng.choice([1, 7, 64, 1 << 20]))
         for name in both_ways(monkeypatch):
             assert outcome(path) == want, (name, data)
+            assert outcome(path, keep=False) == want, (name, "stored", data)
     assert 100 < errors < 200, errors  # both kinds, valid and refused, were read
 
 
@@ -436,6 +445,28 @@ def test_a_history_that_is_not_utf8_raises_through_both_decoders(
     path.write_bytes(json.dumps(good()[0]).encode() + b"\n" + b'{"f": "\xff"}\n')
     with pytest.raises(UnicodeDecodeError):
         load(path)
+
+
+def test_a_stored_history_reads_its_ops_again_and_tells_when_the_file_changed(
+        tmp_path: Path) -> None:
+    path = write(tmp_path / "h.jsonl", good())
+    stored, cut, walked = load_stored(path), load_stored(path), load_stored(path)
+    assert len(stored) == len(good()) == 6
+    assert stored[-1] == good()[-1] and stored[1:3] == good()[1:3] and stored[::-2] == good()[::-2]
+    with pytest.raises(IndexError):
+        stored[len(good())]
+    assert list(walked) == good()  # a walk reads them all, and keeps them
+    changed = good()
+    changed[0], changed[1] = changed[1], changed[0]
+    write(path, changed)
+    with pytest.raises(HistoryError, match=r"h.jsonl:1: the history file changed since it was read"):
+        stored[0]
+    with pytest.raises(HistoryError, match="changed since it was read"):
+        list(stored)
+    write(path, good()[:-1])  # cut short: every op left is as it was, one is missing
+    with pytest.raises(HistoryError, match=r"h.jsonl:6: the history file changed .* 5 ops, not 6"):
+        list(cut)
+    assert list(walked) == good() and walked[0] == good()[0]
 
 
 @pytest.mark.parametrize("enabled", [True, False])

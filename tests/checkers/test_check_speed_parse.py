@@ -5,6 +5,7 @@ completions, with the rules' messages when it is not the usual one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import checkers
 from checkers import append_history, history
-from checkers.append_history import AppendHistory, InputError, Read
+from checkers.append_history import AppendHistory, InputError, Read, StoredRecords
 from checkers.history import NEMESIS, HistoryError
 from harness.cli import main as kraft
 
@@ -27,26 +28,61 @@ def write(path: Path, ops: list[dict[str, Any]]) -> Path:
     return path
 
 
-def parse_as_read(path: Path) -> AppendHistory:
-    """The parse that follows the reading of the file, ended by `parse`, as kraft check makes it."""
-    reading = append_history.Reading()
-    loaded = history.load(path, reading)
+def parse_as_read(path: Path, stored: bool = False) -> AppendHistory:
+    """The parse that follows the reading of the file, ended by `parse`; `stored`: as kraft check
+    makes it, keeping no op (`history.load_stored`)."""
+    reading = append_history.Reading(stored)
+    loaded = history.load_stored(path, reading) if stored else history.load(path, reading)
     return append_history.parse(loaded)
 
 
 @settings(max_examples=100, deadline=None)
-@given(ops=histories, plant=st.sampled_from([None, *sorted(PLANTS)]), every=st.integers(1, 7))
+@given(ops=histories, plant=st.sampled_from([None, *sorted(PLANTS)]), every=st.integers(1, 7),
+       stored=st.booleans())
 def test_the_parse_that_follows_the_reading_is_the_parse_of_what_was_read(
         tmp_path_factory: pytest.TempPathFactory, ops: list[dict[str, Any]], plant: str | None,
-        every: int) -> None:
+        every: int, stored: bool) -> None:
     if plant is not None:
         PLANTS[plant](ops)
     path = write(tmp_path_factory.mktemp("h") / "history.jsonl", ops)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(history, "FOLLOW_EVERY", every)  # many batches, of every size
-        followed = parse_as_read(path)
-    assert followed == append_history.parse(history.load(path))  # every field and object
+        followed = parse_as_read(path, stored)
+    plain = append_history.parse(history.load(path))
+    if stored:  # the same, but the ops and the reads' records are read again from the file
+        assert isinstance(followed.history, history.StoredOps)
+        assert all(isinstance(read.records, StoredRecords) for read in followed.reads)
+        assert list(followed.history) == plain.history
+        followed = dataclasses.replace(followed, history=plain.history)
+    assert followed == plain  # every field and object
     assert checkers.check(followed.history, {}) == checkers.check(history.load(path), {})
+
+
+def test_kraft_check_judges_a_stored_history_as_the_kept_one_is_judged(
+        tmp_path: Path) -> None:
+    # a stale read and a lost write, cited by the check: the ops it cites are read from the file
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(2, 11, 1)
+    b.read(3, 0, 1, [[0, 10]], final=True)
+    path = write(tmp_path / "history.jsonl", b.ops)
+    reading = append_history.Reading(stored=True)
+    stored = history.load_stored(path, reading)
+    assert checkers.check(stored, {}) == checkers.check(history.load(path), {})
+    assert checkers.check(history.load(path), {})["valid"] is False
+    assert kraft(["check", str(path)]) == 1
+    assert json.loads((tmp_path / "results.json").read_text()) == checkers.check(
+        history.load(path), {})
+
+
+def test_a_stored_reading_follows_only_a_stored_history(tmp_path: Path) -> None:
+    b = Builder()
+    b.append(1, 10, 0)
+    path = write(tmp_path / "history.jsonl", b.ops)
+    with pytest.raises(TypeError, match="Reading"):
+        history.load(path, append_history.Reading(stored=True))
+    with pytest.raises(TypeError, match="Reading"):
+        history.load_stored(path, append_history.Reading())
 
 
 def test_an_op_that_does_not_fit_is_told_when_the_parse_ends(
