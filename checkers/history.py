@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -292,6 +294,7 @@ class StoredOps(Sequence[Op]):
         self.path = path
         self._starts = starts
         self._ops: list[Op] | None = None  # all of them, once walked
+        self._fd: int | None = None  # the file, open for the ops read one at a time
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -310,9 +313,13 @@ class StoredOps(Sequence[Op]):
         if position < 0:
             position += len(self)
         start = self._starts[position]  # IndexError past the end, as a list's
-        with open(self.path, "rb") as handle:
-            handle.seek(start)
-            line = handle.readline()
+        if self._fd is None:  # kept open for the next: a check may cite thousands (snapshots)
+            self._fd = fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            weakref.finalize(self, os.close, fd)
+        # the op's line, and the blank lines between it and the next op's
+        size = (self._starts[position + 1] if position + 1 < len(self._starts)
+                else os.fstat(self._fd).st_size) - start
+        line = os.pread(self._fd, max(size, 0), start).split(b"\n", 1)[0]
         return self._same(decode(line.splitlines()[0] if b"\r" in line else line), position)
 
     def __iter__(self) -> Iterator[Op]:
