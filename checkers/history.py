@@ -28,7 +28,7 @@ import json
 import os
 import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from pathlib import Path
@@ -122,16 +122,17 @@ def read(path: Path | str, follow: Follow | None = None, keep: bool = True) -> R
 _CHUNK = 1 << 20  # bytes read at a time
 
 
-def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Each line with the position of its first byte in the file. A line ends at LF, CR LF or a
-    lone CR, as text mode reads it (bytes.splitlines' line ends). The file is read a chunk at a
-    time and split in C, so that a line costs the reader's loop nothing here."""
-    return chain.from_iterable(_chunks(handle))
+def _lines(handle: BinaryIO, starts: array[int] | None = None) -> Iterator[bytes]:
+    """Each line of the file. A line ends at LF, CR LF or a lone CR, as text mode reads it
+    (bytes.splitlines' line ends). The file is read a chunk at a time and split in C, so that a
+    line costs the reader's loop nothing here; `starts` is given where each line starts in the
+    file (a chunk's lines before they are yielded)."""
+    return chain.from_iterable(_chunks(handle, starts))
 
 
-def _chunks(handle: BinaryIO) -> Iterator[Iterator[tuple[int, bytes]]]:
+def _chunks(handle: BinaryIO, starts: array[int] | None) -> Iterator[list[bytes]]:
     """The lines of each chunk of whole lines (cut after its last LF, so that no CR LF is cut in
-    two), with where they start."""
+    two)."""
     at = 0
     parts: list[bytes] = []  # the start of a line longer than the chunks so far
     while data := handle.read(_CHUNK):
@@ -141,12 +142,19 @@ def _chunks(handle: BinaryIO) -> Iterator[Iterator[tuple[int, bytes]]]:
             continue
         whole = b"".join([*parts, data[:cut]]) if parts else data[:cut]
         parts = [data[cut:]] if cut < len(data) else []
-        lines = whole.splitlines(keepends=True)
-        yield zip(accumulate(map(len, lines), initial=at), lines, strict=False)
-        at += len(whole)
+        at = yield from _split(whole, at, starts)
     if parts:  # the last line, without an LF
-        lines = b"".join(parts).splitlines(keepends=True)
-        yield zip(accumulate(map(len, lines), initial=at), lines, strict=False)
+        yield from _split(b"".join(parts), at, starts)
+
+
+def _split(whole: bytes, at: int, starts: array[int] | None) -> Generator[list[bytes], None, int]:
+    """`whole`'s lines, which start at `at` in the file; returns where the next ones start."""
+    lines = whole.splitlines(keepends=True)
+    if starts is not None:
+        starts.extend(accumulate(map(len, lines), initial=at))
+        del starts[-1]  # where the lines after these start
+    yield lines
+    return at + len(whole)
 
 
 def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None,
@@ -164,8 +172,8 @@ def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None
     ops: list[Op] = []  # the ops held (`keep`) before `batch`
     batch: list[Op] = []  # the valid ops since `follow` last took some
     add = batch.append
-    starts = array("q")  # where each non-blank line starts in the file (`StoredOps`)
-    add_start = starts.append
+    starts = array("q")  # where each line starts in the file
+    blank: list[int] = []  # the lines (0-based) that hold no op, to leave out of `starts`
     count = 0  # non-blank lines so far
     bad_json: HistoryError | None = None  # the first line that is not JSON
     invalid: HistoryError | None = None  # the first op that breaks a rule of the format
@@ -178,7 +186,7 @@ def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None
     open_invoke = pending.pop
     loads, unusual, types = _DECODER.loads, _UNUSUAL, TYPES
     fields = None if _DECODER.checks_fields else FIELDS
-    for lineno, (start, line) in enumerate(_lines(handle), 1):
+    for lineno, line in enumerate(_lines(handle, starts), 1):
         try:
             op = loads(line)
             common = True
@@ -186,6 +194,7 @@ def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None
             text = _text(line)
             op = _decode_exactly(text)
             if op is BLANK:
+                blank.append(lineno - 1)
                 continue
             if op is NOT_JSON and bad_json is None:
                 bad_json = HistoryError(lineno, _json_problem(text), path)
@@ -195,7 +204,6 @@ def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None
             common = False
         position = count
         count += 1
-        add_start(start)
         if spoiled:
             continue
         if position == follow_at:  # every op before it is valid, and in `batch`
@@ -275,7 +283,10 @@ def _read_lines(handle: BinaryIO, path: Path | str, follow: Follow | None = None
     if keep:
         ops += batch
         history = ops
-    else:
+    else:  # where each op's line starts
+        if blank:
+            left_out = set(blank)
+            starts = array("q", (at for line, at in enumerate(starts) if line not in left_out))
         history = StoredOps(path, starts)
     if follow is not None:
         follow.end(history)
@@ -333,7 +344,7 @@ class StoredOps(Sequence[Op]):
         ops: list[Op] = []
         keep = ops.append
         with open(self.path, "rb") as handle:
-            for _, line in _lines(handle):
+            for line in _lines(handle):
                 op = decode(line)
                 if op is not BLANK:
                     keep(self._same(op, len(ops)))
