@@ -155,23 +155,17 @@ class Reading:
     only ends that pass. Whoever loads keeps this object while the check runs (it is forgotten
     with it); the history must not change in between (as in `kraft check`)."""
 
-    def __init__(self, stored: bool = False) -> None:
-        """`stored`: the reading is `load_stored`'s, which keeps no op; neither do the reads of the
-        parse keep their records (`StoredRecords`)."""
+    def __init__(self) -> None:
         self._pass: _Pass | None = None
-        self._stored = stored
 
     def take(self, ops: list[Op], first: int) -> None:
         if self._pass is None or first == 0:  # a reading from the start
-            self._pass = _Pass(None, self._stored)
+            self._pass = _Pass(None)
         self._pass.feed(ops, first)
 
     def end(self, history: Sequence[Op]) -> None:
         if self._pass is None:
-            self._pass = _Pass(None, self._stored)
-        if self._stored != isinstance(history, StoredOps):
-            raise TypeError("a Reading(stored=True) follows history.load_stored, and a Reading() "
-                            "history.load")
+            self._pass = _Pass(None)
         self._pass.history = self._pass.parsed.history = history
         _FOLLOWED[id(history)] = self._pass
 
@@ -184,12 +178,10 @@ class _Pass:
     each append and ok read, and the observations while nothing disagrees. What is rare (an op
     that does not fit, the careful observations) is left to the helpers."""
 
-    def __init__(self, history: Sequence[Op] | None, stored: bool = False) -> None:
-        """`history`: None while a `Reading` feeds the pass (it is told the history at the end).
-        `stored`: the reads keep no records (the history will be a `StoredOps`)."""
+    def __init__(self, history: Sequence[Op] | None) -> None:
+        """`history`: None while a `Reading` feeds the pass (it is told the history at the end)."""
         self.history = history
         self.parsed = AppendHistory(history if history is not None else [])
-        self.stored = stored or isinstance(history, StoredOps)
         self.fed = 0  # ops taken so far
         self.error: InputError | None = None  # what stopped the pass
         self.pending: dict[Any, tuple[int, Op]] = {}  # process -> its open invoke, and where
@@ -212,11 +204,12 @@ class _Pass:
         if self.error is not None:
             raise self.error
         parsed = self.parsed
-        if self.stored:  # the records stay in the file
-            assert isinstance(self.history, StoredOps)
-            stored = self.history
-            for read in parsed.reads:
-                read.records = StoredRecords(stored, read.done)
+        # the reads' records, which the pass did not keep: the ops' own, or the file's
+        history = self.history
+        assert history is not None  # told by now
+        for read in parsed.reads:
+            read.records = (StoredRecords(history, read.done) if isinstance(history, StoredOps)
+                            else history[read.done]["value"]["records"])
         _open_invokes(parsed, sorted(self.pending.values(), key=lambda started: started[0]))
         parsed.final_marked = self.marked_final
         if not self.marked_final:
@@ -235,7 +228,7 @@ class _Pass:
         add_unacknowledged = parsed.unacknowledged.append
         value_at, shown_at, offset_of = parsed.value_at, parsed.shown_at, parsed.offset_of
         known = value_at.get
-        pending, last_read, stored = self.pending, self.last_read, self.stored
+        pending, last_read = self.pending, self.last_read
         last_nemesis, marked_final, optimistic = self.last_nemesis, self.marked_final, \
             self.optimistic
         position = begin - 1
@@ -303,8 +296,9 @@ class _Pass:
                 marked_final = marked_final or final
                 if optimistic:
                     optimistic = _observe_read(read, value_at, shown_at, offset_of)
-                if stored:
-                    read.records = []  # until `finish` says where they are
+                # not kept by the pass: a stored history's ops are dropped after it, and their
+                # records must go with them (`finish` takes them back from the history)
+                read.records = []
             else:
                 parsed.unsupported += 1
         self.fed = position + 1

@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     # timeline are to be drawn, which walk them all: the few a checker cites are read again from
     # the file (a long history is gigabytes of dicts, and their first touch costs seconds).
     stored = model == "append" and (run_dir is None or args.no_plots)
-    reading = append_history.Reading(stored) if model == "append" else None
+    reading = append_history.Reading() if model == "append" else None
     try:
         history = (load_stored(history_path, reading) if stored
                    else load_history(history_path, reading))

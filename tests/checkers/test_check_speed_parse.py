@@ -31,7 +31,7 @@ def write(path: Path, ops: list[dict[str, Any]]) -> Path:
 def parse_as_read(path: Path, stored: bool = False) -> AppendHistory:
     """The parse that follows the reading of the file, ended by `parse`; `stored`: as kraft check
     makes it, keeping no op (`history.load_stored`)."""
-    reading = append_history.Reading(stored)
+    reading = append_history.Reading()
     loaded = history.load_stored(path, reading) if stored else history.load(path, reading)
     return append_history.parse(loaded)
 
@@ -66,23 +66,13 @@ def test_kraft_check_judges_a_stored_history_as_the_kept_one_is_judged(
     b.append(2, 11, 1)
     b.read(3, 0, 1, [[0, 10]], final=True)
     path = write(tmp_path / "history.jsonl", b.ops)
-    reading = append_history.Reading(stored=True)
+    reading = append_history.Reading()
     stored = history.load_stored(path, reading)
     assert checkers.check(stored, {}) == checkers.check(history.load(path), {})
     assert checkers.check(history.load(path), {})["valid"] is False
     assert kraft(["check", str(path)]) == 1
     assert json.loads((tmp_path / "results.json").read_text()) == checkers.check(
         history.load(path), {})
-
-
-def test_a_stored_reading_follows_only_a_stored_history(tmp_path: Path) -> None:
-    b = Builder()
-    b.append(1, 10, 0)
-    path = write(tmp_path / "history.jsonl", b.ops)
-    with pytest.raises(TypeError, match="Reading"):
-        history.load(path, append_history.Reading(stored=True))
-    with pytest.raises(TypeError, match="Reading"):
-        history.load_stored(path, append_history.Reading())
 
 
 def test_an_op_that_does_not_fit_is_told_when_the_parse_ends(
