@@ -300,8 +300,9 @@ def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, 
         extra = f"{peak_mb:>13.0f}  {verdict}" if label == "wall" else ""
         print(f"{label:>5} {phases}{clock['exit'] - clock['start']:>9.2f}{whole:>11.2f}{extra}")
     print("(load: checkers.history.load_stored (or load, for other workloads or plots), with the "
-          "append parse that follows the reading when kraft check makes one; parse: checkers.append_history.parse, the rest of it; checks: the rest of "
-          "compose.check; written: results.json and the summary; exit: from there to the process's "
+          "append parse that follows the reading when kraft check makes one; parse: "
+          "checkers.append_history.parse, the rest of it; checks: the rest of compose.check; "
+          "written: results.json and the summary; exit: from there to the process's "
           "end; main: checkers.cli.main to the end; process: the whole command, with the "
           "interpreter's start and imports; cpu: user + system time, which other load on the "
           "machine spares; peak RSS: the process's ru_maxrss)")

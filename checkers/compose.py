@@ -70,7 +70,8 @@ class _Verdicts:
 
 # A suite runs a model's checkers on the history (test.json's `checker` options given); it returns
 # the parsed append history when it made one, for raft-invariants and the statistics.
-Suite = Callable[[Sequence[Op], Mapping[str, Any], _Verdicts], "append_history.AppendHistory | None"]
+Suite = Callable[[Sequence[Op], Mapping[str, Any], _Verdicts],
+                 "append_history.AppendHistory | None"]
 
 
 def check(history: Sequence[Op], test: Mapping[str, Any],

@@ -15,10 +15,10 @@ seconds, while a parse that follows the reading (`Follow`) keeps a small part of
 then read again from the file when asked for (`StoredOps`).
 
 msgspec reads a subset of what json.loads reads, to the same values; a line it refuses is read
-again by json.loads, which has the last word. So NaN, Infinity and -Infinity (which the harness's json.dumps writes for
-such floats), numbers beyond a double's range (infinities) and lone surrogate escapes are accepted
-as they always were, and integers of any size keep their value (orjson, which turns integers beyond
-64 bits into floats, would not do).
+again by json.loads, which has the last word. So NaN, Infinity and -Infinity (which the harness's
+json.dumps writes for such floats), numbers beyond a double's range (infinities) and lone surrogate
+escapes are accepted as they always were, and integers of any size keep their value (orjson, which
+turns integers beyond 64 bits into floats, would not do).
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ def _from_test_start(history: Sequence[Op], test: Mapping[str, Any],
     return _unix_ms(test.get("start_time"))
 
 
-ALIGNMENTS: tuple[tuple[str, Callable[[Sequence[Op], Mapping[str, Any], list[NodeData]], float | None]], ...] = (
+Alignment = Callable[[Sequence[Op], Mapping[str, Any], list[NodeData]], float | None]
+ALIGNMENTS: tuple[tuple[str, Alignment], ...] = (
     ("exact (nemesis wall clock)", _from_wall_fields),
     ("approximate, within 0.5 s (the workload starts when the first leader answers)",
      _from_first_leader),

@@ -82,7 +82,8 @@ def _latency_raw(history: Sequence[Op], points: dict[tuple[str, str], Any], path
     _finish(fig, ax, handles + faults, path, "latency of each operation")
 
 
-def _latency_quantiles(history: Sequence[Op], points: dict[tuple[str, str], Any], path: Path) -> None:
+def _latency_quantiles(history: Sequence[Op], points: dict[tuple[str, str], Any],
+                       path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 5))
     faults = _shade(ax, history)
     by_f: dict[str, list[Any]] = defaultdict(list)

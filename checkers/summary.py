@@ -171,7 +171,8 @@ def _counts(checkers: dict[str, Any], field: str) -> dict[str, int]:
     return counts
 
 
-def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int], history: Sequence[Op],
+def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int],
+              history: Sequence[Op],
               note: Callable[[list[dict[str, Any]]], str] = lambda _found: "") -> list[str]:
     lines = []
     for kind, found in by_kind.items():

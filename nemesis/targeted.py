@@ -30,9 +30,10 @@ in one turn of the schedule (`instant`: its stop, in the same turn, heals what i
   Vote leaves; where the backend can delay links (the local one), the candidates' bytes to X
   arrive `late` while they campaign, so that the cut still drops that Vote. As soon as X's
   `quorum-state` shows that epoch (persisted before its vote leaves; the winner persists its own
-  before it announces itself), no candidate reaches X, so X never learns who won; X is killed and restarted, and so is the unanswered candidate: a restarted
-  candidate asks again in its epoch at once, with no pre-vote. A voter that persisted its vote
-  refuses; one that forgot it (`forget-vote`) grants it: two leaders in one epoch.
+  before it announces itself), no candidate reaches X, so X never learns who won; X is killed and
+  restarted, and so is the unanswered candidate: a restarted candidate asks again in its epoch at
+  once, with no pre-vote. A voter that persisted its vote refuses; one that forgot it
+  (`forget-vote`) grants it: two leaders in one epoch.
 
 Every random choice (the shape, in a seeded shuffled round, the nodes of each role, how long the
 follower lags) is drawn in `choose` and recorded as the start's value; the start's completion adds

@@ -459,7 +459,8 @@ def test_a_stored_history_reads_its_ops_again_and_tells_when_the_file_changed(
     changed = good()
     changed[0], changed[1] = changed[1], changed[0]
     write(path, changed)
-    with pytest.raises(HistoryError, match=r"h.jsonl:1: the history file changed since it was read"):
+    with pytest.raises(HistoryError,
+                       match=r"h.jsonl:1: the history file changed since it was read"):
         stored[0]
     with pytest.raises(HistoryError, match="changed since it was read"):
         list(stored)
