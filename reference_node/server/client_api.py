@@ -69,7 +69,7 @@ import json
 import struct
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from reference_node.config import Endpoint
 from reference_node.raft.api import (
@@ -276,12 +276,14 @@ class ClientApi:
 
     # --- Produce ------------------------------------------------------------------------------
 
-    async def produce(self, req: Request) -> Any:
+    def produce(self, req: Request) -> asyncio.Future[Any]:
+        """Appends now, in arrival order, and returns the answer to come: a future fed by the
+        appends' callbacks, not a coroutine, so that a Produce costs no task."""
         body = req.body
         parts: list[tuple[str, Any]] = [
             (t.name, p) for t in body.topic_data for p in t.partition_data
         ]
-        results: dict[tuple[str, int], Awaitable[dict[str, Any]] | dict[str, Any]] = {}
+        results: dict[tuple[str, int], asyncio.Future[dict[str, Any]] | dict[str, Any]] = {}
         keys = [(name, int(p.index)) for name, p in parts]
         if len(set(keys)) != len(keys):
             # One answer per partition: a partition named twice would append twice and be
@@ -293,18 +295,22 @@ class ClientApi:
         for name, p in parts:
             results[(name, int(p.index))] = self._produce_one(
                 int(body.acks), name, p, max(body.timeout.total_seconds(), 0.1))
-        answered: dict[str, list[dict[str, Any]]] = {}
-        for (name, index), res in results.items():
-            part = await res if not isinstance(res, dict) else res
-            answered.setdefault(name, []).append({"index": index, **part})
-        if int(body.acks) == 0:
-            return None
-        return _response(req, {
-            "responses": [{"name": n, "partition_responses": ps} for n, ps in answered.items()],
-            "throttle_time": 0})
+
+        def response(answers: dict[tuple[str, int], dict[str, Any]]) -> Any:
+            if int(body.acks) == 0:
+                return None
+            answered: dict[str, list[dict[str, Any]]] = {}
+            for (name, index), part in answers.items():
+                answered.setdefault(name, []).append({"index": index, **part})
+            return _response(req, {
+                "responses": [{"name": n, "partition_responses": ps}
+                              for n, ps in answered.items()],
+                "throttle_time": 0})
+
+        return _when_all(results, response)
 
     def _produce_one(self, acks: int, name: str, p: Any, timeout: float
-                     ) -> Awaitable[dict[str, Any]] | dict[str, Any]:
+                     ) -> asyncio.Future[dict[str, Any]] | dict[str, Any]:
         """Steps the core now (so that requests append in arrival order) and returns the wait."""
         if name != TOPIC or int(p.index) != PARTITION:
             return _produce_error(ErrorCode.unknown_topic_or_partition)
@@ -677,6 +683,52 @@ class ClientApi:
         ep = None if leader is None else node.client_address(leader)
         return {"leader_id": _or_minus(leader), "leader_epoch": node.epoch(),
                 "host": "" if ep is None else ep.host, "port": -1 if ep is None else ep.port}
+
+
+_K = TypeVar("_K")
+
+
+def _when_all(parts: dict[_K, asyncio.Future[dict[str, Any]] | dict[str, Any]],
+              answer: Callable[[dict[_K, dict[str, Any]]], Any]) -> asyncio.Future[Any]:
+    """`answer` of every part's result once the last is in, as a future fed by callbacks (no
+    task). The first failure of a part fails it; cancelled (its connection closed), it
+    cancels the parts' waits, and their appends go on unwatched."""
+    out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    waits = [w for w in parts.values() if isinstance(w, asyncio.Future)]
+    left = len(waits)
+
+    def finish() -> None:
+        try:
+            out.set_result(answer({k: v.result() if isinstance(v, asyncio.Future) else v
+                                   for k, v in parts.items()}))
+        except Exception as exc:
+            out.set_exception(exc)
+
+    def on_part(done: asyncio.Future[dict[str, Any]]) -> None:
+        nonlocal left
+        error = None if done.cancelled() else done.exception()  # retrieved in any case
+        if out.done():
+            return
+        if done.cancelled():
+            out.cancel()
+        elif error is not None:
+            out.set_exception(error)
+        else:
+            left -= 1
+            if not left:
+                finish()
+
+    def on_out(_: asyncio.Future[Any]) -> None:
+        if out.cancelled():
+            for w in waits:
+                w.cancel()
+
+    if not waits:
+        finish()
+    for w in waits:
+        w.add_done_callback(on_part)
+    out.add_done_callback(on_out)
+    return out
 
 
 def _rows(replicas: tuple[ReplicaDescription, ...]) -> list[dict[str, Any]]:

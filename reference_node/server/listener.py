@@ -1,11 +1,13 @@
 """The TCP face of the node: Kafka framing in, one handler call per request, responses in order.
 
 Each connection may pipeline requests (librdkafka keeps many Produce requests in flight). Every
-request becomes a task at once, so that a Produce waiting for the high watermark does not hold up
-the next one, but responses are written in request order, as Kafka's clients require. A handler's
-synchronous prefix runs in arrival order, which keeps appends from one connection in order. A
-client that half-closes after its last request still gets every answer to the requests read
-before its EOF; then the connection closes.
+request is handled at once, so that a Produce waiting for the high watermark does not hold up
+the next one, but responses are written in request order, as Kafka's clients require. A handler
+returns an awaitable of its answer: a coroutine runs as the request's own task, and a future (a
+Produce's commit) is waited on by a callback, with no task at all. A handler's synchronous prefix
+runs in arrival order, which keeps appends from one connection in order. A client that
+half-closes after its last request still gets every answer to the requests read before its EOF;
+then the connection closes.
 
 Whatever bytes arrive, the damage stays within the connection: a frame that cannot be decoded is
 logged and closes that connection only; an exception in a handler is a bug, logged, and also closes
@@ -33,6 +35,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from ssl import SSLContext
 from typing import Any
 
@@ -42,7 +45,8 @@ from reference_node.wire.errors import ProtocolError, UnsupportedVersion
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Any]]
-"""Returns the kio response body, or None to answer nothing (Produce with acks=0)."""
+"""Returns an awaitable of the kio response body, or of None to answer nothing (Produce with
+acks=0): a coroutine (run as a task) or a future (waited on by a callback)."""
 
 _READ_SIZE = 65536
 _MAX_PIPELINE = 1000  # requests of one connection in flight before we stop reading it
@@ -113,12 +117,12 @@ class Listener:
 
 
 class Connection:
-    """One client connection: requests read in order, each handled by its own task, answers
-    written in request order as soon as the answers before them are.
+    """One client connection: requests read in order, each handled at once (a task at most),
+    answers written in request order as soon as the answers before them are.
 
-    No task waits on the others: a handler task that finishes writes its answer and every
-    finished answer queued behind it (`_flush`); one that finishes early waits in `_in_flight`
-    for those before it. A read costs no task either: instead of a timeout around each read, one
+    No task waits on the others: a request whose handling ends (`_handled`, a done-callback)
+    writes its answer and every finished answer queued behind it (`_flush`); one that ends
+    early waits in `_in_flight` for those before it. A read costs no task either: instead of a timeout around each read, one
     timer per connection (`_check_idle`) closes it once nothing came and nothing was answered for
     connections.max.idle.ms while no request was in flight.
     """
@@ -198,12 +202,19 @@ class Connection:
     def _start(self, request: Request) -> None:
         answer = _Answer()
         self._in_flight.append(answer)
-        task = self._loop.create_task(self._handle(answer, request))
-        answer.task = task
+        try:
+            waiting = self._handler(request)
+            if not asyncio.isfuture(waiting):
+                waiting = self._loop.create_task(waiting)  # type: ignore[arg-type]
+        except Exception as exc:  # reported in request order by _flush, as a task's would be
+            waiting = self._loop.create_future()
+            waiting.set_exception(exc)
+        answer.task = waiting
+        waiting.add_done_callback(partial(self._handled, answer, request.correlation_id))
         if self._reserved:
             # The reservation covers the request until it is answered, decoded objects
             # and all; small frames, answered or not, never hold the pool.
-            task.add_done_callback(self._memory.releaser(self._reserved))
+            waiting.add_done_callback(self._memory.releaser(self._reserved))
             self._reserved = 0
 
     async def _pipeline_room(self) -> None:
@@ -238,13 +249,20 @@ class Connection:
             self._memory.release(self._reserved)
             self._reserved = 0
 
-    async def _handle(self, answer: _Answer, request: Request) -> None:
-        try:
-            response = await self._handler(request)
-            if response is not None:
-                answer.data = self._codec.send(request.correlation_id, response)
-        except Exception as exc:  # reported in request order by _flush
-            answer.error = exc
+    def _handled(self, answer: _Answer, correlation_id: int, done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            return  # only `_shut` cancels: the connection is closed, nobody reads the answer
+        error = done.exception()
+        if error is None:
+            response = done.result()
+            try:
+                if response is not None:
+                    answer.data = self._codec.send(correlation_id, response)
+            except Exception as exc:
+                error = exc
+        if error is not None and not isinstance(error, Exception):
+            return  # KeyboardInterrupt and its kind: the task raised it out of the loop
+        answer.error = error  # reported in request order by _flush
         answer.ready = True
         self._flush()
 
@@ -348,7 +366,8 @@ class _Answer:
         self.data = data
         self.error: Exception | None = None
         self.ready = data is not None
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Future[Any] | None = None
+        """The handler's wait (its task, or the future it returned), cancelled on `_shut`."""
 
 
 class RequestMemory:
@@ -385,9 +404,9 @@ class RequestMemory:
         self.used -= size
         self._grant()
 
-    def releaser(self, size: int) -> Callable[[asyncio.Task[Any]], None]:
-        """A done-callback that releases `size` once its task ends."""
-        return lambda _task: self.release(size)
+    def releaser(self, size: int) -> Callable[[asyncio.Future[Any]], None]:
+        """A done-callback that releases `size` once its request is handled."""
+        return lambda _done: self.release(size)
 
     def _grant(self) -> None:
         while self._waiters:

@@ -81,7 +81,7 @@ import logging
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reference_node.config import Endpoint, NodeConfig
@@ -768,17 +768,21 @@ class NodeHost:
 
     # --- requests from the wire ---------------------------------------------------------------
 
-    async def dispatch(self, req: Request) -> Any:
+    def dispatch(self, req: Request) -> Awaitable[Any]:
+        """The request's answer to come (the listener's `Handler`): not a coroutine itself, so
+        that a handler returning a future (Produce) costs no task."""
         if req.api_key in _BROKER_APIS:
-            return await self._broker_request(req)
+            return self._broker_request(req)
         if req.api_key in _RAFT_APIS or (
             req.api_key == apis.FETCH and translate.fetch_replica_id(req.body) >= 0
         ):
-            return await self._raft_request(req)
+            return self._raft_request(req)
         handler = self.client_api.handlers.get(req.api_key)
         if handler is None:
-            return None
-        return await handler(req)
+            nothing: asyncio.Future[Any] = self._loop.create_future()
+            nothing.set_result(None)
+            return nothing
+        return handler(req)
 
     # --- what the client API needs (client_api.NodeApi) ---------------------------------------
 

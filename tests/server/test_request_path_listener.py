@@ -81,6 +81,96 @@ def test_a_failed_handler_closes_after_the_answers_before_it() -> None:
     assert asyncio.run(run()) == [1, 2]
 
 
+def test_a_handler_that_returns_futures_is_answered_in_order_with_no_task() -> None:
+    """A Produce's way: the handler returns a future that a callback completes later; the
+    answers still go out in request order, and no task is made for them."""
+    async def run() -> tuple[list[int], int]:
+        loop = asyncio.get_running_loop()
+        waiting: dict[int, asyncio.Future[Any]] = {}
+
+        def handler(req: Request) -> asyncio.Future[Any]:
+            waiting[req.correlation_id] = loop.create_future()
+            return waiting[req.correlation_id]
+
+        created = 0
+
+        def counting(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+            nonlocal created  # the listener's tasks (the test's reads make their own)
+            created += coro.cr_code.co_filename == listener_module.__file__
+            return asyncio.Task(coro, loop=loop)
+
+        listener, port = await serve(handler)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while not listener._connections:
+            await asyncio.sleep(0.01)
+        loop.set_task_factory(counting)
+        writer.write(b"".join(api_versions(i) for i in range(1, 6)))
+        await writer.drain()
+        while len(waiting) < 5:
+            await asyncio.sleep(0.01)
+        for i in (5, 3, 1, 4, 2):  # the first finishes last but one
+            waiting[i].set_result(apis.api_versions_response(0))
+            await asyncio.sleep(0)
+        writer.transport.write_eof()
+        try:
+            return await read_answers(reader), created
+        finally:
+            loop.set_task_factory(None)
+            writer.close()
+            await listener.close()
+
+    answers, tasks_made = asyncio.run(run())
+    assert answers == [1, 2, 3, 4, 5]
+    assert tasks_made == 0
+
+
+def test_a_handler_that_raises_before_returning_closes_after_the_answers_before_it() -> None:
+    def handler(req: Request) -> asyncio.Future[Any]:
+        if req.correlation_id == 3:
+            raise RuntimeError("a bug")
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(apis.api_versions_response(req.api_version))
+        return done
+
+    async def run() -> list[int]:
+        listener, port = await serve(handler)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(api_versions(i) for i in range(1, 6)))
+        try:
+            return await read_answers(reader)
+        finally:
+            writer.close()
+            await listener.close()
+
+    assert asyncio.run(run()) == [1, 2]
+
+
+def test_a_closed_connection_cancels_the_futures_it_waited_on() -> None:
+    async def run() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        waiting: list[asyncio.Future[Any]] = []
+
+        def handler(req: Request) -> asyncio.Future[Any]:
+            waiting.append(loop.create_future())
+            return waiting[-1]
+
+        listener, port = await serve(handler)
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(api_versions(i) for i in range(1, 4)))
+        await writer.drain()
+        while len(waiting) < 3:
+            await asyncio.sleep(0.01)
+        writer.close()  # the peer goes: its answers have nobody to read them
+        for _ in range(100):
+            if all(f.done() for f in waiting):
+                break
+            await asyncio.sleep(0.01)
+        await listener.close()
+        return [f.cancelled() for f in waiting]
+
+    assert asyncio.run(run()) == [True, True, True]
+
+
 def test_reading_stops_while_the_pipeline_is_full(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listener_module, "_MAX_PIPELINE", 3)
     started: list[int] = []
