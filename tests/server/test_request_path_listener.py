@@ -62,12 +62,23 @@ def test_every_request_read_before_a_half_close_is_answered_in_order() -> None:
     assert asyncio.run(run()) == [1, 2, 3, 4, 5]
 
 
-def test_a_failed_handler_closes_after_the_answers_before_it() -> None:
-    async def handler(req: Request) -> Any:
-        if req.correlation_id == 3:
-            raise RuntimeError("a bug")
-        return apis.api_versions_response(req.api_version)
+async def failing_task(req: Request) -> Any:
+    if req.correlation_id == 3:
+        raise RuntimeError("a bug")
+    return apis.api_versions_response(req.api_version)
 
+
+def failing_before_its_future(req: Request) -> asyncio.Future[Any]:
+    if req.correlation_id == 3:
+        raise RuntimeError("a bug")
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    done.set_result(apis.api_versions_response(req.api_version))
+    return done
+
+
+@pytest.mark.parametrize("handler", [failing_task, failing_before_its_future])
+def test_a_failed_handler_closes_after_the_answers_before_it(handler: Handler) -> None:
+    """Whether its coroutine fails or it raises before returning a future."""
     async def run() -> list[int]:
         listener, port = await serve(handler)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -122,27 +133,6 @@ def test_a_handler_that_returns_futures_is_answered_in_order_with_no_task() -> N
     answers, tasks_made = asyncio.run(run())
     assert answers == [1, 2, 3, 4, 5]
     assert tasks_made == 0
-
-
-def test_a_handler_that_raises_before_returning_closes_after_the_answers_before_it() -> None:
-    def handler(req: Request) -> asyncio.Future[Any]:
-        if req.correlation_id == 3:
-            raise RuntimeError("a bug")
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        done.set_result(apis.api_versions_response(req.api_version))
-        return done
-
-    async def run() -> list[int]:
-        listener, port = await serve(handler)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"".join(api_versions(i) for i in range(1, 6)))
-        try:
-            return await read_answers(reader)
-        finally:
-            writer.close()
-            await listener.close()
-
-    assert asyncio.run(run()) == [1, 2]
 
 
 def test_a_closed_connection_cancels_the_futures_it_waited_on() -> None:
