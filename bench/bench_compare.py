@@ -15,10 +15,11 @@ writes/s, and the reference's writes/s against each other target's. On a shared 
 machine, speed drifts by a third within minutes: rounds interleave the targets so that the drift
 falls on all of them alike, and a ratio is read from medians, not from one round.
 
-- reference: Produce acks=-1 of one record (testkit's `Cluster`, as `bench_node.py` drives it).
+- reference: Produce acks=-1 of one record (testkit's `Cluster`, as `bench_node.py` drives it),
+  its frame built once and each answer decoded by kio (`KafkaWriter`).
 - etcd: a put per write (one key per client) through etcd's v3 JSON gateway over HTTP/1.1
   keep-alive, with the minimal asyncio client below (no aiohttp here; etcdctl would time a
-  process start per write).
+  process start per write), its request built once.
 - nats: a JetStream publish to the stream's subject, awaiting the PubAck (nats-py).
 
 etcd and NATS are deployed by the harness's own target code (`EtcdDB`, `NatsDB`: the same flags
