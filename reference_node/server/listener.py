@@ -122,9 +122,9 @@ class Connection:
 
     No task waits on the others: a request whose handling ends (`_handled`, a done-callback)
     writes its answer and every finished answer queued behind it (`_flush`); one that ends
-    early waits in `_in_flight` for those before it. A read costs no task either: instead of a timeout around each read, one
-    timer per connection (`_check_idle`) closes it once nothing came and nothing was answered for
-    connections.max.idle.ms while no request was in flight.
+    early waits in `_in_flight` for those before it. A read costs no task either: instead of a
+    timeout around each read, one timer per connection (`_check_idle`) closes it once nothing
+    came and nothing was answered for connections.max.idle.ms while no request was in flight.
     """
 
     def __init__(self, handler: Handler, reader: asyncio.StreamReader,
@@ -209,7 +209,7 @@ class Connection:
         except Exception as exc:  # reported in request order by _flush, as a task's would be
             waiting = self._loop.create_future()
             waiting.set_exception(exc)
-        answer.task = waiting
+        answer.waiting = waiting
         waiting.add_done_callback(partial(self._handled, answer, request.correlation_id))
         if self._reserved:
             # The reservation covers the request until it is answered, decoded objects
@@ -328,9 +328,9 @@ class Connection:
             return
         self._closed = True
         while self._in_flight:
-            task = self._in_flight.popleft().task
-            if task is not None:
-                task.cancel()
+            waiting = self._in_flight.popleft().waiting
+            if waiting is not None:
+                waiting.cancel()
         if self._drainer is not None:
             self._drainer.cancel()
         self._writer.close()  # no more bytes come in: the EOF below is the last word
@@ -360,13 +360,13 @@ class Connection:
 class _Answer:
     """One request's place in the line of answers."""
 
-    __slots__ = ("data", "error", "ready", "task")
+    __slots__ = ("data", "error", "ready", "waiting")
 
     def __init__(self, data: bytes | None = None) -> None:
         self.data = data
         self.error: Exception | None = None
         self.ready = data is not None
-        self.task: asyncio.Future[Any] | None = None
+        self.waiting: asyncio.Future[Any] | None = None
         """The handler's wait (its task, or the future it returned), cancelled on `_shut`."""
 
 

@@ -1002,7 +1002,8 @@ def tune_gc() -> None:
     the collector runs, and with the default thresholds an older generation's collection walks
     every object alive: the modules and kio's classes, some 10^5 objects, several ms in which no
     request is read. Those pauses were the p99 (bench_node, 64 producers: 24-26 ms with them,
-    10-11 ms without; 256: 55-57 against 29-32 ms) and about a tenth of the throughput. Frozen
+    10-11 ms without; 256: 55-57 against 29-32 ms) and, in bench_node, 5 to 15% of the
+    throughput (bench_compare, whose client is heavier, showed no change beyond its noise). Frozen
     objects are never walked again (`gc.freeze`, as servers that fork do), and a larger first
     generation collects the same garbage less often. Garbage is still collected: cycles live a
     few hundred requests longer, and RSS stays within a few MB of the default's."""
