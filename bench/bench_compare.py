@@ -6,8 +6,9 @@
 Theory of operation. The targets run one after the other in one process: each is started,
 warmed up, measured at every client level, failed over `--failovers` times and torn down before
 the next starts, so that they never share the machine. Every target is driven alike: `clients`
-closed-loop clients, each on its own connection to the leader with one write of `--payload`
-bytes in flight, timed from send to the acknowledgement of its commit.
+closed-loop clients, each on its own connection to the leader (but for ref-producer's shared
+producer) with one write of `--payload` bytes in flight, timed from send to the acknowledgement
+of its commit.
 
 `--repeat N` goes round the targets N times (a fresh cluster each time, failovers in the first
 round) and reports, for each target and level, the median of the rounds with the range of its
@@ -17,9 +18,19 @@ falls on all of them alike, and a ratio is read from medians, not from one round
 
 - reference: Produce acks=-1 of one record (testkit's `Cluster`, as `bench_node.py` drives it),
   its frame built once and each answer decoded by kio (`KafkaWriter`).
+- ref-producer: the same cluster, written the way Kafka is used: the clients of a level share one
+  librdkafka producer (confluent-kafka, the interop tests' client) with acks=all and linger.ms=0,
+  so that the writes in flight together travel in one Produce (one RecordBatch) while each
+  client still has its one write in flight and times it to its own acknowledgement
+  (`CallbackClients`). Its failover is the reference's row: the same nodes, and librdkafka's own
+  metadata retries would be what it measured.
 - etcd: a put per write (one key per client) through etcd's v3 JSON gateway over HTTP/1.1
   keep-alive, with the minimal asyncio client below (no aiohttp here; etcdctl would time a
   process start per write), its request built once.
+- etcd-grpc: the same etcd nodes through their gRPC API (`etcdserverpb.KV/Put`, grpcio's asyncio
+  client, a channel per client): no gateway hop inside etcd, but a heavier client, which takes
+  its CPU from the same 2 cores (Go's clientv3, which etcd's own `benchmark` tool uses, cannot be
+  built here). Its failover is the etcd row's.
 - nats: a JetStream publish to the stream's subject, awaiting the PubAck (nats-py).
 
 etcd and NATS are deployed by the harness's own target code (`EtcdDB`, `NatsDB`: the same flags
@@ -66,6 +77,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+import confluent_kafka
+import grpc
 from bench_failover import rejoined
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError, NoStreamResponseError
@@ -79,6 +92,7 @@ from harness.targets.nats_client import NotSent
 from harness.targets.nats_client import connect as nats_connect
 from reference_node.raft.config import RaftConfig
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, WireError, apis
+from reference_node.wire.apis import METADATA_TOPIC
 from reference_node.wire.codec import decode_response, encode_request
 from reference_node.wire.records import build_batch
 from reference_node.wire.requests import produce_request
@@ -116,6 +130,7 @@ class Writer(Protocol):
 class System(Protocol):
     name: str
     fsync: str
+    measures_failover: bool
 
     def start(self) -> None: ...
 
@@ -196,6 +211,7 @@ class KafkaWriter:
 class Reference:
     name = "reference"
     fsync = FSYNC_ON
+    measures_failover = True
 
     def __init__(self, linger_ms: int | None) -> None:
         self.extra = {} if linger_ms is None else {LINGER_KEY: str(linger_ms)}
@@ -242,6 +258,71 @@ class Reference:
         return [proc.pid for proc in self._cluster().procs.values()]
 
 
+class ProducerReference(Reference):
+    """The reference's nodes, written through one librdkafka producer that every client of a
+    level shares, as the threads of a Kafka application share theirs: librdkafka puts what is in
+    flight together into one Produce."""
+
+    name = "ref-producer"
+    measures_failover = False  # the reference's row has it: the same nodes
+
+    def run_level(self, clients: int, payload: bytes, seconds: float) -> Level:
+        level = Level(self.name, clients, self.fsync)
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": self._cluster().bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,  # the node grants no producer ids (no InitProducerId)
+            "linger.ms": 0,  # no write waits for company: what is in flight together is batched
+            "message.timeout.ms": int(WRITE_TIMEOUT * 1000),
+        })
+        try:
+            # connected, and told where the partition's leader is, before any write is timed
+            producer.list_topics(METADATA_TOPIC, SETTLE_TIMEOUT)
+            pids = self.pids()
+            cpu_before = sum(cpu_seconds(pid) for pid in pids)
+            bench_before = time.process_time()
+            started = time.monotonic()
+            writers = CallbackClients(producer, payload, level, started + seconds)
+            for _ in range(clients):
+                writers.send()
+            while writers.in_flight:
+                producer.poll(0.05)  # runs the callbacks of the reports it serves
+            level.wall = time.monotonic() - started
+            level.node_cpu = (sum(cpu_seconds(pid) for pid in pids) - cpu_before) / level.wall
+            level.bench_cpu = (time.process_time() - bench_before) / level.wall
+            level.rss = max(rss_mb(pid) for pid in pids)
+        finally:
+            producer.flush(PROBE_TIMEOUT)
+        return level  # the producer goes with this frame: its connections are closed now
+
+
+class CallbackClients:
+    """Closed-loop clients as librdkafka's idiom has them, with no event loop between: the
+    delivery callback of a client's write sends its next one, until `stop_at`."""
+
+    def __init__(self, producer: Any, payload: bytes, level: Level, stop_at: float) -> None:
+        self.producer = producer
+        self.payload = payload
+        self.level = level
+        self.stop_at = stop_at
+        self.in_flight = 0
+
+    def send(self) -> None:
+        sent = time.perf_counter()
+        self.in_flight += 1
+        self.producer.produce(METADATA_TOPIC, self.payload, partition=0,
+                              on_delivery=lambda err, _msg: self._delivered(err, sent))
+
+    def _delivered(self, err: Any, sent: float) -> None:
+        self.in_flight -= 1
+        if err is None:
+            self.level.latencies.append(time.perf_counter() - sent)
+        else:  # librdkafka retried it for message.timeout.ms
+            self.level.errors += 1
+        if time.monotonic() < self.stop_at:
+            self.send()
+
+
 # -- etcd and NATS: the harness's target code on the local backend ---------------------------
 
 class DirectBackend(LocalBackend):
@@ -261,6 +342,8 @@ class DirectBackend(LocalBackend):
 
 class Deployed:
     """A target's DB deployed by `testkit.targets.deployed` on a DirectBackend of its own."""
+
+    measures_failover = True
 
     def __init__(self, target: EtcdTarget | NatsTarget, db_type: type[EtcdDB] | type[NatsDB],
                  node_config: dict[str, str]) -> None:
@@ -388,6 +471,56 @@ class Etcd(Deployed):
         return await GatewayWriter.open(address, f"/bench/{client}".encode(), payload)
 
 
+class GrpcWriter:
+    """A Put per write through etcd's gRPC API on a channel of its own. The PutRequest is
+    encoded once, by hand (key: field 1, value: field 2), so that no generated stubs are
+    needed; the answer only has to arrive (a refusal is an error status)."""
+
+    def __init__(self, channel: grpc.aio.Channel, request: bytes) -> None:
+        self.channel = channel
+        self.put = channel.unary_unary("/etcdserverpb.KV/Put")  # bytes in, bytes out
+        self.request = request
+
+    @classmethod
+    async def open(cls, address: tuple[str, int], key: bytes, payload: bytes) -> GrpcWriter:
+        channel = grpc.aio.insecure_channel(f"{address[0]}:{address[1]}")
+        try:
+            await asyncio.wait_for(channel.channel_ready(), PROBE_TIMEOUT)
+        except BaseException:
+            await channel.close()
+            raise
+        return cls(channel, _field(1, key) + _field(2, payload))
+
+    async def write(self) -> bool:
+        try:
+            await self.put(self.request, timeout=WRITE_TIMEOUT)
+        except grpc.aio.AioRpcError:  # no leader, leader changed, node gone: the channel redials
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+def _field(number: int, value: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    head, size = bytearray([number << 3 | 2]), len(value)
+    while size >= 0x80:
+        head.append(size & 0x7F | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + value
+
+
+class EtcdGrpc(Etcd):
+    name = "etcd-grpc"
+    measures_failover = False  # the etcd row has it: the same nodes
+
+    async def writer(self, node: str, client: int, payload: bytes) -> Writer:
+        address = self._backend().client_address(node, CLIENT)
+        return await GrpcWriter.open(address, f"/bench/{client}".encode(), payload)
+
+
 class JetStreamWriter:
     def __init__(self, nc: Any, payload: bytes) -> None:
         self.nc = nc
@@ -499,7 +632,7 @@ class Level:
 
 def format_row(target: str, clients: int, rate: float, p50: float, p99: float, node_cpu: float,
                rss: float, bench_cpu: float, errors: int, fsync: str) -> str:
-    return (f"{target:<10} {clients:>7} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {node_cpu:>8.2f}"
+    return (f"{target:<12} {clients:>7} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {node_cpu:>8.2f}"
             f" {rss:>7.0f} {bench_cpu:>9.2f} {errors:>6}  {fsync}")
 
 
@@ -517,7 +650,7 @@ def median_row(rounds: list[Level]) -> str:
             + f"  [{min(rates):.0f}-{max(rates):.0f}]")
 
 
-HEADER = (f"{'target':<10} {'clients':>7} {'writes/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+HEADER = (f"{'target':<12} {'clients':>7} {'writes/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
           f" {'node CPU':>8} {'RSS MB':>7} {'bench CPU':>9} {'errors':>6}  durability")
 
 
@@ -618,6 +751,12 @@ def failover(system: System, payload: bytes) -> float:
     return took
 
 
+def one_level(system: System, clients: int, payload: bytes, seconds: float) -> Level:
+    if isinstance(system, ProducerReference):  # its clients are callbacks, not coroutines
+        return system.run_level(clients, payload, seconds)
+    return asyncio.run(run_level(system, clients, payload, seconds))
+
+
 def measure(system: System, args: argparse.Namespace, failovers_wanted: int
             ) -> tuple[list[Level], list[float]]:
     """Start `system`, run every level and `failovers_wanted` failovers (the caller stops
@@ -626,14 +765,14 @@ def measure(system: System, args: argparse.Namespace, failovers_wanted: int
     progress(f"{system.name}: starting 3 nodes")
     system.start()
     progress(f"{system.name}: warm-up {WARMUP_S:g} s")
-    asyncio.run(run_level(system, 8, payload, WARMUP_S))
+    one_level(system, 8, payload, WARMUP_S)
     levels = []
     for clients in args.clients:
         progress(f"{system.name}: {clients} clients, {args.seconds:g} s")
-        levels.append(asyncio.run(run_level(system, clients, payload, args.seconds)))
+        levels.append(one_level(system, clients, payload, args.seconds))
         progress("  " + levels[-1].row())
     failovers = []
-    for i in range(failovers_wanted):
+    for i in range(failovers_wanted if system.measures_failover else 0):
         failovers.append(failover(system, payload))
         progress(f"{system.name}: failover {i + 1}/{failovers_wanted}: "
                  f"{failovers[-1] * 1000:.0f} ms")
@@ -642,14 +781,22 @@ def measure(system: System, args: argparse.Namespace, failovers_wanted: int
 
 # -- the run ------------------------------------------------------------------------------------
 
+TARGETS = ("reference", "ref-producer", "etcd", "etcd-grpc", "nats")
+OURS = ("reference", "ref-producer")  # the targets whose writes/s are set against the others'
+
+
 def make(name: str, args: argparse.Namespace) -> System:
     if name == "reference":
         return Reference(args.linger_ms)
+    if name == "ref-producer":
+        return ProducerReference(args.linger_ms)
     if name == "etcd":
         return Etcd()
+    if name == "etcd-grpc":
+        return EtcdGrpc()
     if name == "nats":
         return Nats()
-    raise SystemExit(f"unknown target {name!r}: reference, etcd or nats")
+    raise SystemExit(f"unknown target {name!r}: {', '.join(TARGETS)}")
 
 
 def progress(message: str) -> None:
@@ -673,7 +820,7 @@ def leftovers(pids: set[int]) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", default="reference,etcd,nats",
+    parser.add_argument("--targets", default=",".join(TARGETS),
                         type=lambda s: [t.strip() for t in s.split(",") if t.strip()])
     parser.add_argument("--clients", default="1,8,64,256",
                         type=lambda s: [int(x) for x in s.split(",")])
@@ -687,6 +834,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if unknown := [name for name in args.targets if name not in TARGETS]:
+        parser.error(f"unknown target(s) {', '.join(unknown)}: choose from {', '.join(TARGETS)}")
     signal.signal(signal.SIGTERM, terminate)
     # per target: its levels of every round, and its failovers (of the first round)
     rounds: dict[str, list[list[Level]]] = {name: [] for name in args.targets}
@@ -716,10 +865,13 @@ def report(args: argparse.Namespace, rounds: dict[str, list[list[Level]]],
     print(f"3 nodes per target on loopback, {os.cpu_count()} cores; payload {args.payload} B; "
           f"{args.seconds:g} s per level; closed-loop clients, one write in flight each; node "
           f"CPU in cores (sum of the 3 processes), RSS the largest of the 3")
-    if "reference" in args.targets:
+    if any(name in OURS for name in args.targets):
         linger = args.linger_ms if args.linger_ms is not None else RaftConfig().append_linger_ms
         default = "" if args.linger_ms is not None else " (the node's default)"
         print(f"reference {LINGER_KEY} = {linger} ms{default}")
+    if "ref-producer" in args.targets:
+        print("ref-producer: the reference nodes, the clients of a level sharing one librdkafka "
+              "producer (acks=all, linger.ms=0): writes in flight together go in one Produce")
     print(HEADER)
     for per_round in rounds.values():
         for levels in per_round:
@@ -732,7 +884,7 @@ def report(args: argparse.Namespace, rounds: dict[str, list[list[Level]]],
             for at_level in zip(*per_round, strict=True):
                 print(median_row(list(at_level)))
         _ratios(args, rounds)
-    if args.failovers <= 0:
+    if not any(failovers.values()):
         return
     print(f"\nSIGKILL of the leader -> first new committed write, {args.failovers} times each")
     for name, took in failovers.items():
@@ -743,21 +895,18 @@ def report(args: argparse.Namespace, rounds: dict[str, list[list[Level]]],
 
 
 def _ratios(args: argparse.Namespace, rounds: dict[str, list[list[Level]]]) -> None:
-    """The reference's median writes/s over each other target's, level by level."""
-    if "reference" not in rounds:
-        return
+    """Each of our targets' median writes/s over each other target's, level by level."""
 
     def medians(name: str) -> list[float]:
         return [statistics.median(r.rate for r in at_level) for at_level in zip(*rounds[name],
                                                                               strict=True)]
-    ours = medians("reference")
-    for other in rounds:
-        if other == "reference":
-            continue
-        ratios = ", ".join(f"{c} clients {mine / theirs:.2f}x" if theirs else f"{c} clients -"
-                           for c, mine, theirs in zip(args.clients, ours, medians(other),
-                                                      strict=True))
-        print(f"reference / {other} writes/s (medians): {ratios}")
+    for ours in (name for name in rounds if name in OURS):
+        mine = medians(ours)
+        for other in (name for name in rounds if name not in OURS):
+            ratios = ", ".join(f"{c} clients {m / t:.2f}x" if t else f"{c} clients -"
+                               for c, m, t in zip(args.clients, mine, medians(other),
+                                                  strict=True))
+            print(f"{ours} / {other} writes/s (medians): {ratios}")
 
 
 if __name__ == "__main__":
