@@ -77,8 +77,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-import confluent_kafka
-import grpc
+try:  # the dev extras (pyproject.toml): the ref-producer and etcd-grpc clients
+    import confluent_kafka
+    import grpc
+except ImportError as missing:
+    raise SystemExit(f"bench_compare.py needs the Python module {missing.name!r}, one of the dev "
+                     "extras: pip install -e '.[dev]'") from missing
 from bench_failover import rejoined
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError, NoStreamResponseError
