@@ -71,7 +71,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -285,19 +285,12 @@ class ProducerReference(Reference):
         try:
             # connected, and told where the partition's leader is, before any write is timed
             producer.list_topics(METADATA_TOPIC, SETTLE_TIMEOUT)
-            pids = self.pids()
-            cpu_before = sum(cpu_seconds(pid) for pid in pids)
-            bench_before = time.process_time()
-            started = time.monotonic()
-            writers = CallbackClients(producer, payload, level, started + seconds)
-            for _ in range(clients):
-                writers.send()
-            while writers.in_flight:
-                producer.poll(0.05)  # runs the callbacks of the reports it serves
-            level.wall = time.monotonic() - started
-            level.node_cpu = (sum(cpu_seconds(pid) for pid in pids) - cpu_before) / level.wall
-            level.bench_cpu = (time.process_time() - bench_before) / level.wall
-            level.rss = max(rss_mb(pid) for pid in pids)
+            with measured(self, level) as started:
+                writers = CallbackClients(producer, payload, level, started + seconds)
+                for _ in range(clients):
+                    writers.send()
+                while writers.in_flight:
+                    producer.poll(0.05)  # runs the callbacks of the reports it serves
         finally:
             producer.flush(PROBE_TIMEOUT)
         return level  # the producer goes with this frame: its connections are closed now
@@ -694,17 +687,24 @@ async def run_level(system: System, clients: int, payload: bytes, seconds: float
     node = system.leader()
     level = Level(system.name, clients, system.fsync)
     writers = await asyncio.gather(*(system.writer(node, i, payload) for i in range(clients)))
+    with measured(system, level) as started:
+        await asyncio.gather(*(drive(system, node, i, payload, w, started + seconds, level)
+                               for i, w in enumerate(writers)))
+    return level
+
+
+@contextlib.contextmanager
+def measured(system: System, level: Level) -> Iterator[float]:
+    """The level's wall time, node CPU, bench CPU and RSS, over the block; yields its start."""
     pids = system.pids()
     cpu_before = sum(cpu_seconds(pid) for pid in pids)
     bench_before = time.process_time()
     started = time.monotonic()
-    await asyncio.gather(*(drive(system, node, i, payload, w, started + seconds, level)
-                           for i, w in enumerate(writers)))
+    yield started
     level.wall = time.monotonic() - started
     level.node_cpu = (sum(cpu_seconds(pid) for pid in pids) - cpu_before) / level.wall
     level.bench_cpu = (time.process_time() - bench_before) / level.wall
     level.rss = max(rss_mb(pid) for pid in pids)
-    return level
 
 
 async def committed_through(system: System, node: str, payload: bytes,
@@ -788,22 +788,14 @@ def measure(system: System, args: argparse.Namespace, failovers_wanted: int
 
 # -- the run ------------------------------------------------------------------------------------
 
-TARGETS = ("reference", "ref-producer", "etcd", "etcd-grpc", "nats")
+TARGETS: dict[str, Callable[[argparse.Namespace], System]] = {
+    "reference": lambda args: Reference(args.linger_ms),
+    "ref-producer": lambda args: ProducerReference(args.linger_ms),
+    "etcd": lambda _args: Etcd(),
+    "etcd-grpc": lambda _args: EtcdGrpc(),
+    "nats": lambda _args: Nats(),
+}
 OURS = ("reference", "ref-producer")  # the targets whose writes/s are set against the others'
-
-
-def make(name: str, args: argparse.Namespace) -> System:
-    if name == "reference":
-        return Reference(args.linger_ms)
-    if name == "ref-producer":
-        return ProducerReference(args.linger_ms)
-    if name == "etcd":
-        return Etcd()
-    if name == "etcd-grpc":
-        return EtcdGrpc()
-    if name == "nats":
-        return Nats()
-    raise SystemExit(f"unknown target {name!r}: {', '.join(TARGETS)}")
 
 
 def progress(message: str) -> None:
@@ -850,7 +842,7 @@ def main() -> None:
     started: set[int] = set()
     for turn in range(args.repeat):
         for name in args.targets:
-            system = make(name, args)
+            system = TARGETS[name](args)
             if args.repeat > 1:
                 progress(f"round {turn + 1}/{args.repeat}")
             try:
