@@ -12,7 +12,8 @@ that long; 0 writes at once and leaves batching to group commit).
 
 `--repeat N` runs the levels N times in turn on the same cluster and ends with the median of each
 column over the N passes, with the range of p50: on a shared or virtual machine one pass can be
-off by a third, so a figure compared against a goal should be such a median.
+off by a third, so a figure compared against a goal should be such a median. `--event-loop` is
+the nodes' (`kraft node --event-loop`: auto, uvloop or asyncio).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from reference_node.server.event_loop import EVENT_LOOPS, EventLoopUnavailable
+from reference_node.server.event_loop import choose as choose_event_loop
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, AsyncKafkaConnection, WireError
 from reference_node.wire.records import build_append_batch
 from reference_node.wire.requests import produce_request
@@ -178,7 +181,7 @@ def median_level(runs: list[Level]) -> Level:
 async def main_async(args: argparse.Namespace) -> None:
     settings = {"controller.quorum.append.linger.ms": str(args.linger_ms)}
     with tempfile.TemporaryDirectory(prefix="kraft-bench-") as root, \
-            Cluster(Path(root), extra=settings) as cluster:
+            Cluster(Path(root), extra=settings, event_loop=args.event_loop) as cluster:
         fsync_ms = fsync_cost_ms(Path(root))
         cluster.start()
         leader = cluster.wait_leader(timeout=15.0)
@@ -188,7 +191,8 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.sleep(args.idle_seconds)
         idle = (cpu_seconds(pids) - cpu0) / (time.monotonic() - t0)
         print(f"3 nodes on loopback, fsync on (one 100-byte write + fsync here: {fsync_ms:.2f} ms),"
-              f" append linger {args.linger_ms} ms, leader {leader}; {args.seconds:.0f} s per level")
+              f" append linger {args.linger_ms} ms, event loop {args.loop_name}, leader {leader};"
+              f" {args.seconds:.0f} s per level")
         print(f"idle: the three nodes use {idle * 100:.1f}% of one CPU")
         print(HEADER)
         passes: dict[int, list[Level]] = {c: [] for c in args.concurrency}
@@ -233,7 +237,15 @@ def main() -> None:
                         help="run the levels N times in turn; end with each column's median")
     parser.add_argument("--rss-after", type=int, default=0, metavar="N",
                         help="append N more records (batches of 100), then print node RSS")
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--event-loop", default="auto", choices=EVENT_LOOPS,
+                        help="the nodes' `kraft node --event-loop` (default: auto, uvloop when "
+                             "installed)")
+    args = parser.parse_args()
+    try:
+        args.loop_name = choose_event_loop(args.event_loop)[0]
+    except EventLoopUnavailable as exc:
+        parser.error(str(exc))
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

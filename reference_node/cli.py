@@ -3,7 +3,7 @@
     kraft node format --config FILE --cluster-id ID [--ignore-formatted]
                       [--standalone | --initial-controllers ID@HOST:PORT:DIR,... |
                        --no-initial-controllers]
-    kraft node --config FILE
+    kraft node --config FILE [--event-loop auto|uvloop|asyncio]
     kraft node dump-log --files PATH [PATH ...]
     kraft node dump-snapshot --files PATH [PATH ...]
 
@@ -15,7 +15,9 @@ becomes its directory.id), and both write the bootstrap checkpoint (kraft.versio
 `--no-initial-controllers` writes none (the node joins as an observer). With none of them the
 config's `controller.quorum.voters` is the static quorum (kraft.version 0). SIGTERM (or
 SIGINT) resigns gracefully, sending EndQuorumEpoch when leading, and exits 0. Logs go to stderr
-with timestamps. Exit codes: 0 clean stop, 1 a runtime failure, 64 bad usage or bad configuration.
+with timestamps. The event loop is uvloop when it is installed (`--event-loop auto`, the
+default; reference_node/server/event_loop.py), else asyncio's own. Exit codes: 0 clean stop, 1 a
+runtime failure, 64 bad usage or bad configuration.
 
 `dump-log` and `dump-snapshot` print segments (`.log`) and snapshots (`.checkpoint`) as Kafka's
 `kafka-dump-log.sh --deep-iteration --print-data-log --cluster-metadata-decoder --files` does,
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+
+from reference_node.server.event_loop import EVENT_LOOPS
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -58,6 +62,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kraft node", description="run a reference KRaft node")
     p.add_argument("--config", required=True, help="the node's .properties file")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    p.add_argument("--event-loop", default="auto", choices=EVENT_LOOPS,
+                   help="auto (the default): uvloop when it is installed, else asyncio's own")
     return p
 
 
@@ -100,9 +106,14 @@ def main(argv: list[str]) -> int:
     cfg = _load_config(args.config)
     if cfg is None:
         return EXIT_USAGE
+    from reference_node.server.event_loop import EventLoopUnavailable
     from reference_node.server.node import run_node
 
-    return run_node(cfg)
+    try:
+        return run_node(cfg, args.event_loop)
+    except EventLoopUnavailable as exc:
+        print(f"kraft node: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _load_config(path: str):  # type: ignore[no-untyped-def]

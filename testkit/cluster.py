@@ -78,9 +78,14 @@ def free_ports(n: int) -> list[int]:
 class Cluster:
     """Voters 1..size on 127.0.0.1, configured and formatted, none started yet."""
 
+    event_loop = "auto"
+    """Each node's `kraft node --event-loop` (a class default for the subclasses of tests that
+    lay out their own cluster without this `__init__`)."""
+
     def __init__(self, root: Path, size: int = 3, extra: dict[str, str] | None = None,
-                 tls: bool = False) -> None:
+                 tls: bool = False, event_loop: str = "auto") -> None:
         self.root = root
+        self.event_loop = event_loop
         self.ids = list(range(1, size + 1))
         self.ports = dict(zip(self.ids, free_ports(size), strict=True))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -126,7 +131,8 @@ class Cluster:
         for n in [i] if i is not None else self.ids:
             log = open(self.root / f"node{n}.log", "ab")  # noqa: SIM115
             self.procs[n] = subprocess.Popen(
-                [sys.executable, "-m", "harness.cli", "node", "--config", str(self.config(n))],
+                [sys.executable, "-m", "harness.cli", "node", "--config", str(self.config(n)),
+                 "--event-loop", self.event_loop],
                 stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             log.close()

@@ -116,6 +116,7 @@ from reference_node.raft.states import NEVER
 from reference_node.raft.voters import Voter, VoterSet
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
+from reference_node.server.event_loop import choose as choose_event_loop
 from reference_node.server.events import EventsWriter
 from reference_node.server.linger import AppendLinger
 from reference_node.server.listener import ConnectionLimits, Listener
@@ -986,9 +987,13 @@ async def serve(cfg: NodeConfig, stop: asyncio.Event | None = None) -> int:
     return 0
 
 
-def run_node(cfg: NodeConfig) -> int:
+def run_node(cfg: NodeConfig, event_loop: str = "auto") -> int:
+    """The `kraft node` process: `serve` on the event loop `event_loop` names (event_loop.py);
+    EventLoopUnavailable, before anything starts, when that loop cannot run here."""
+    name, run = choose_event_loop(event_loop)
     tune_gc()
-    return asyncio.run(serve(cfg))
+    log.info("event loop: %s", name)
+    return run(serve(cfg))
 
 
 GC_THRESHOLD = (20_000, 20, 20)

@@ -59,10 +59,14 @@ def consume(bootstrap: str, count: int, timeout: float = 60.0) -> list[tuple[int
 
 
 @pytest.mark.slow
-def test_confluent_kafka_produces_and_consumes_10000_in_order(tmp_path: Path) -> None:
-    with Cluster(tmp_path) as cluster:
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_confluent_kafka_produces_and_consumes_10000_in_order(tmp_path: Path,
+                                                              event_loop: str) -> None:
+    with Cluster(tmp_path, event_loop=event_loop) as cluster:
         cluster.start()
         cluster.wait_leader()
+        for i in cluster.ids:  # each node says which loop it runs on
+            assert f"event loop: {event_loop}" in (tmp_path / f"node{i}.log").read_text()
         acked = produce(cluster.bootstrap, range(10_000))
         assert len(acked) == 10_000
         got = consume(cluster.bootstrap, 10_000)

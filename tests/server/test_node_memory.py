@@ -61,7 +61,7 @@ def test_a_node_process_serves_with_its_start_frozen_and_a_larger_young_generati
         return 0
 
     threshold = gc.get_threshold()
-    monkeypatch.setattr(node_module.asyncio, "run", run)
+    monkeypatch.setattr(node_module, "choose_event_loop", lambda choice: ("test", run))
     try:
         assert node_module.run_node(single_voter(tmp_path)) == 0
     finally:
