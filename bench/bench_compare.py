@@ -100,14 +100,12 @@ from harness.targets.nats import STREAM, SUBJECT, NatsDB, NatsTarget, get_json
 from harness.targets.nats_client import NotSent
 from harness.targets.nats_client import connect as nats_connect
 from reference_node.raft.config import RaftConfig
-from reference_node.server.event_loop import EVENT_LOOPS, EventLoopUnavailable
-from reference_node.server.event_loop import choose as choose_event_loop
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, WireError, apis
 from reference_node.wire.apis import METADATA_TOPIC
 from reference_node.wire.codec import decode_response, encode_request
 from reference_node.wire.records import build_batch
 from reference_node.wire.requests import produce_request
-from testkit.cluster import Cluster
+from testkit.cluster import Cluster, add_event_loop_option, event_loop_name
 from testkit.targets import deployed
 
 NODES = ["n1", "n2", "n3"]
@@ -863,14 +861,9 @@ def main() -> None:
                         help=f"the reference node's {LINGER_KEY} (default: the node's)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="rounds over the targets; N > 1 reports each level's median")
-    parser.add_argument("--event-loop", default="auto", choices=EVENT_LOOPS,
-                        help="the reference nodes' `kraft node --event-loop` (default: auto, "
-                             "uvloop when installed)")
+    add_event_loop_option(parser)
     args = parser.parse_args()
-    try:
-        args.loop_name = choose_event_loop(args.event_loop)[0]
-    except EventLoopUnavailable as exc:
-        parser.error(str(exc))
+    args.loop_name = event_loop_name(parser, args)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if unknown := [name for name in args.targets if name not in TARGETS]:

@@ -27,12 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_node.server.event_loop import EVENT_LOOPS, EventLoopUnavailable
-from reference_node.server.event_loop import choose as choose_event_loop
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, AsyncKafkaConnection, WireError
 from reference_node.wire.records import build_append_batch
 from reference_node.wire.requests import produce_request
-from testkit.cluster import Cluster
+from testkit.cluster import Cluster, add_event_loop_option, event_loop_name
 
 VERSION = SUPPORTED_APIS[PRODUCE].max
 
@@ -237,14 +235,9 @@ def main() -> None:
                         help="run the levels N times in turn; end with each column's median")
     parser.add_argument("--rss-after", type=int, default=0, metavar="N",
                         help="append N more records (batches of 100), then print node RSS")
-    parser.add_argument("--event-loop", default="auto", choices=EVENT_LOOPS,
-                        help="the nodes' `kraft node --event-loop` (default: auto, uvloop when "
-                             "installed)")
+    add_event_loop_option(parser)
     args = parser.parse_args()
-    try:
-        args.loop_name = choose_event_loop(args.event_loop)[0]
-    except EventLoopUnavailable as exc:
-        parser.error(str(exc))
+    args.loop_name = event_loop_name(parser, args)
     asyncio.run(main_async(args))
 
 

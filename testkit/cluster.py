@@ -20,6 +20,7 @@ node for test runs. `testkit/raft_cluster.py` is the in-memory kind, cores witho
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -34,6 +35,8 @@ from typing import Any
 from harness.targets.reference_tls import RunTls, node_settings
 from reference_node.config import NodeConfig, from_properties
 from reference_node.properties import render
+from reference_node.server.event_loop import EVENT_LOOPS, EventLoopUnavailable
+from reference_node.server.event_loop import choose as choose_event_loop
 from reference_node.storage import format_storage
 from reference_node.wire import DESCRIBE_QUORUM, KafkaClient, WireError
 from reference_node.wire.brokers_view import BrokersView, ViewRefused, read_brokers_view
@@ -59,6 +62,22 @@ def single_voter(tmp_path: Path, **extra: str) -> NodeConfig:
         "controller.quorum.append.linger.ms": "0",
         **extra,
     })
+
+
+def add_event_loop_option(parser: argparse.ArgumentParser) -> None:
+    """A bench's `--event-loop`: its nodes' `kraft node --event-loop`."""
+    parser.add_argument("--event-loop", default="auto", choices=EVENT_LOOPS,
+                        help="the reference nodes' `kraft node --event-loop` (default: auto, "
+                             "uvloop when installed)")
+
+
+def event_loop_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The loop `args.event_loop` runs the nodes on (their processes share this Python), or
+    the parser's usage error when it cannot run here."""
+    try:
+        return choose_event_loop(args.event_loop)[0]
+    except EventLoopUnavailable as exc:
+        parser.error(str(exc))
 
 
 def free_ports(n: int) -> list[int]:
