@@ -2,9 +2,9 @@
 
 The node is written against asyncio's API only; uvloop (libuv under that API, a dependency of
 the project) runs the same code with cheaper wake-ups, reads and callbacks. On the 2-core guests
-of bench/README.md it gave 12% more writes/s at 64 clients (ref-producer, five alternated pairs:
-median 21,865 against 19,500) and 7% at 256, and took one producer's p50 from 1.25 to 1.12 ms.
-The standard loop stays the fallback (`--event-loop asyncio`, or uvloop not installed), and the
+of bench/README.md it gave 12% more writes/s at 64 clients (bench_compare's ref-producer, five
+alternated pairs: median 21,865 against 19,500) and 7% at 256; at one producer, bench_node saw no
+difference beyond its noise. The standard loop stays the fallback (`--event-loop asyncio`, or uvloop not installed), and the
 in-process hosts of the tests keep whatever loop their test runs.
 """
 
