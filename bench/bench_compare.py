@@ -8,8 +8,8 @@ Theory of operation. The targets run one after the other in one process: each is
 warmed up, measured at every client level, failed over `--failovers` times and torn down before
 the next starts, so that they never share the machine. Every target is driven alike: `clients`
 closed-loop clients, each on its own connection to the leader (but for ref-producer's shared
-producer and etcd-grpc's shared channel) with one write of `--payload` bytes in flight, timed from send to the acknowledgement
-of its commit.
+producer and etcd-grpc's shared channel) with one write of `--payload` bytes in flight, timed
+from send to the acknowledgement of its commit.
 
 `--repeat N` goes round the targets N times (a fresh cluster each time, failovers in the first
 round) and reports, for each target and level, the median of the rounds with the range of its

@@ -72,8 +72,8 @@ BASE_PACKAGES = ("python3", "python3-venv", "openssh-server", "iproute2", "iptab
 REGISTRY_BASE = "python:3.11-slim"
 DEFAULT_RELEASE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# what `kraft node` imports beyond the standard library (uvloop: its event loop), and `kraft faultfs`
-# (mfusepy)
+# what `kraft node` imports beyond the standard library (uvloop: its event loop), and `kraft
+# faultfs` (mfusepy)
 NODE_DISTRIBUTIONS = ("kio", "mfusepy", "uvloop")
 PACKAGE_DIRS = ("reference_node", "harness", "nemesis", "checkers", "workloads")
 

@@ -4,13 +4,12 @@ The node is written against asyncio's API only; uvloop (libuv under that API, a 
 the project) runs the same code with cheaper wake-ups, reads and callbacks. On the 2-core guests
 of bench/README.md it gave 12% more writes/s at 64 clients (bench_compare's ref-producer, five
 alternated pairs: median 21,865 against 19,500) and 7% at 256; at one producer, bench_node saw no
-difference beyond its noise. The standard loop stays the fallback (`--event-loop asyncio`, or uvloop not installed), and the
-in-process hosts of the tests keep whatever loop their test runs.
+difference beyond its noise. The standard loop stays the fallback (`--event-loop asyncio`, or
+uvloop not installed), and the in-process hosts of the tests keep whatever loop their test runs.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -34,12 +33,11 @@ def choose(choice: str) -> tuple[str, Runner]:
     if choice == "asyncio":
         return "asyncio", asyncio.run
     try:
-        uvloop = importlib.import_module("uvloop")
+        import uvloop
     except ImportError as exc:
         if choice == "auto":
             return "asyncio", asyncio.run
         raise EventLoopUnavailable(
             f"--event-loop uvloop: the module uvloop cannot be imported ({exc}); install it "
             f"(pip install uvloop) or run with --event-loop asyncio") from exc
-    run: Runner = uvloop.run
-    return "uvloop", run
+    return "uvloop", uvloop.run
