@@ -5,18 +5,24 @@
     diff before.txt after.txt                      # empty: byte-identical traces
 
 Each line is `<case> <seed> <sha256 of the trace> <events>`. The cases cover the default run
-(5 voters, 1 observer, every fault), pre-vote off, and every unsafe switch, so that a change to a
-rule a switch guards shows up too.
+(5 voters, 1 observer, every fault), pre-vote off, every unsafe switch, and the broker run (3
+controllers, 2 brokers) with and without each broker switch, so that a change to a rule a switch
+guards shows up too.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 
 from reference_node.raft.config import Unsafe
 from reference_node.raft.sim.simulation import SimConfig, run_seed
+
+# the switches whose defects only a run with brokers reaches
+BROKER_SWITCHES = (Unsafe.NO_SELF_FENCE, Unsafe.ACCEPT_OLD_INCARNATION,
+                   Unsafe.UNFENCE_BEFORE_CAUGHT_UP)
 
 
 def cases(seeds: int, per_switch: int) -> list[tuple[str, SimConfig, range]]:
@@ -28,6 +34,11 @@ def cases(seeds: int, per_switch: int) -> list[tuple[str, SimConfig, range]]:
     for switch in Unsafe:
         config = SimConfig(trace=True, unsafe=frozenset({switch}))
         out.append((f"unsafe={switch.value}", config, range(per_switch)))
+    brokers = SimConfig(voters=3, observers=0, brokers=2, time_ms=20_000, trace=True)
+    out.append(("brokers", brokers, range(per_switch)))
+    for switch in BROKER_SWITCHES:
+        config = dataclasses.replace(brokers, unsafe=frozenset({switch}))
+        out.append((f"brokers,unsafe={switch.value}", config, range(per_switch)))
     return out
 
 
