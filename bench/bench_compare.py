@@ -96,8 +96,8 @@ from contracts.backend import Identify
 from harness.backends.local import LocalBackend
 from harness.targets.etcd import CLIENT, EtcdDB, EtcdTarget
 from harness.targets.etcd_client import API_PATH
-from harness.targets.nats import STREAM, SUBJECT, NatsDB, NatsTarget, get_json
-from harness.targets.nats_client import NotSent
+from harness.targets.nats import NatsDB, NatsTarget, get_json
+from harness.targets.nats_client import STREAM, SUBJECT, NotSent
 from harness.targets.nats_client import connect as nats_connect
 from reference_node.raft.config import RaftConfig
 from reference_node.wire import PRODUCE, SUPPORTED_APIS, WireError, apis

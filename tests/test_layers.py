@@ -10,13 +10,17 @@
 Every import is read from the source (ast), wherever it stands (top of the module, inside a
 function, under TYPE_CHECKING, relative) as well as `importlib.import_module("...")` and
 `__import__("...")` with a literal name, so a lazy import cannot hide an arrow.
+
+Inside a package the modules import one way too: no circle of modules, however long, and a
+TYPE_CHECKING import counts, since a circle closed that way is still two modules that cannot be
+read, or changed, one without the other.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,15 +45,18 @@ MOVED = ("harness.history", "harness.generator", "harness.ssh", "harness.backend
          "harness.targets.base")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def imports(source: str, module: str, is_package: bool = False) -> Iterator[tuple[int, str]]:
-    """(line, imported module) for every import in `source`, relative ones made absolute."""
+def imports(source: str, module: str, is_package: bool = False,
+            submodules: Collection[str] = frozenset()) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import in `source`, relative ones made absolute. With
+    `submodules`, `from pkg import name` yields pkg.name where that is one of them, and pkg only
+    for the names that are not."""
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -60,7 +67,12 @@ def imports(source: str, module: str, is_package: bool = False) -> Iterator[tupl
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            yield node.lineno, base
+            named = [f"{base}.{alias.name}" for alias in node.names]
+            if not all(name in submodules for name in named):
+                yield node.lineno, base
+            for name in named:
+                if name in submodules:
+                    yield node.lineno, name
         elif isinstance(node, ast.Call) and _names_a_module(node.func) and node.args:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -73,8 +85,58 @@ def _names_a_module(func: ast.expr) -> bool:
     return isinstance(func, ast.Attribute) and func.attr == "import_module"
 
 
-def modules(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+def modules(package: str, root: Path = ROOT) -> list[Path]:
+    return sorted((root / package).rglob("*.py"))
+
+
+def arrows(path: Path, root: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that the module at `path` imports. `from pkg import mod` is an
+    arrow to pkg.mod when mod is a module, else to pkg (its __init__)."""
+    module = module_name(path, root)
+    found = set()
+    for _, imported in imports(path.read_text(), module, path.name == "__init__.py",
+                               submodules=known):
+        while imported and imported not in known:
+            imported = imported.rpartition(".")[0]
+        if imported and imported != module:
+            found.add(imported)
+    return found
+
+
+def cycles(package: str, root: Path = ROOT) -> list[list[str]]:
+    """Each circle of modules in `package` (a strongly connected component of two or more
+    modules of its import graph, Tarjan's algorithm), sorted."""
+    paths = modules(package, root)
+    known = {module_name(path, root) for path in paths}
+    graph = {module_name(path, root): sorted(arrows(path, root, known)) for path in paths}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
 
 
 def violations(package: str) -> list[str]:
@@ -123,3 +185,32 @@ def test_the_reader_finds_the_runners_arrows() -> None:
     runner = ROOT / "harness" / "runner.py"
     found = {name for _, name in imports(runner.read_text(), "harness.runner")}
     assert {"contracts.workload", "nemesis.schedule", "checkers"} <= found
+
+
+@pytest.mark.parametrize("package", [*SHIPPED, "testkit"])
+def test_the_modules_of_a_package_import_one_way(package: str) -> None:
+    assert cycles(package) == []
+
+
+def test_a_circle_closed_under_type_checking_is_found(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("from . import c\n")
+    (pkg / "sub" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n")
+    (pkg / "d.py").write_text("import pkg.a\n")  # leads into the circle, is not in it
+    assert cycles("pkg", tmp_path) == [["pkg.a", "pkg.sub.b", "pkg.sub.c"]]
+    (pkg / "sub" / "c.py").write_text("A = 1\n")  # the arrow back removed: no circle
+    assert cycles("pkg", tmp_path) == []
+
+
+def test_a_lazy_import_inside_a_function_closes_a_circle(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text("def run():\n    from pkg import report\n")
+    (pkg / "report.py").write_text("import pkg.job as job\n")
+    assert cycles("pkg", tmp_path) == [["pkg.job", "pkg.report"]]

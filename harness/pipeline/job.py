@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.pipeline import aggregate, discover, runinfo
+from harness.pipeline.analysis import Analysis
 from harness.pipeline.progress import Progress
 
 if TYPE_CHECKING:
@@ -18,19 +18,6 @@ if TYPE_CHECKING:
 
 CSV_LIST_SEPARATOR = ";"
 TABLES = ("runs", "summary", "latency", "anomalies", "availability", "recovery", "membership")
-
-
-@dataclass
-class Analysis:
-    """What an analysis found and where it wrote it."""
-
-    out: Path
-    found: int
-    analyzed: int
-    skipped: list[tuple[str, str]]  # (run_id, problem)
-    seconds: float
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per step, for the bench
 
 
 def _partitions(spark: SparkSession, runs: int, wanted: int | None) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.pipeline.job import Analysis
+    from harness.pipeline.analysis import Analysis
 
 GROUP = ["target", "workload", "nemesis"]
 DEFINITIONS = """

@@ -67,14 +67,13 @@ from typing import Any
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress, Identify
 from contracts.target import DB, Client, Target
+from harness.targets.nats_client import STREAM
 from harness.targets.signals import SignalledProcess, await_listening, last_error_line
 
 CONFIG = "nats.conf"
 DATA = "data"
 LOG = "node.log"
 CLUSTER = "jepsen"
-STREAM = "jepsen"
-SUBJECT = "jepsen.log"
 # NATS refuses a stream of more replicas (JSStreamReplicasNotSupportedErr, "replicas > 5 not
 # supported in non-clustered mode" / "maximum replicas is 5")
 MAX_REPLICAS = 5

@@ -53,8 +53,10 @@ from typing import Any
 from contracts.backend import Backend, BackendError
 from contracts.history import Op
 from contracts.target import Client
-from harness.targets.nats import STREAM, SUBJECT
 
+# the one stream the log workload's records go to, and the subject they are published on
+STREAM = "jepsen"
+SUBJECT = "jepsen.log"
 # MSG.GET requests in flight at once during a read
 WINDOW = 256
 NOT_FOUND = 10037  # JSNoMessageFoundErr: "no message found"
