@@ -1,5 +1,6 @@
-"""Rules of the core's own bookkeeping that mutation testing found unchecked
-(docs/mutation-testing.md)."""
+"""Rules of the core's own bookkeeping: pre-vote deadlines, the truncation a Ready reports, high
+watermark events, a forgotten vote, a resumed leader's first entry, an undone voter change
+(docs/mutation-testing.md lists the mutants that first showed them unchecked)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Rules of replication that mutation testing found unchecked (docs/mutation-testing.md)."""
+"""Rules of replication at its edges: reads when leadership is lost or the log start passes them,
+reads sent to a follower, fetch retry deadlines, replica id 0 (docs/mutation-testing.md lists the
+mutants that first showed them unchecked)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""KIP-853's UpdateRaftVoter, which mutation testing found no test exercised
-(docs/mutation-testing.md)."""
+"""KIP-853's UpdateRaftVoter: a voter's endpoints and supported versions change in the log."""
 
 from __future__ import annotations
 

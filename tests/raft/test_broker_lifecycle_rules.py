@@ -1,4 +1,5 @@
-"""Rules of the broker lifecycle that mutation testing found unchecked (docs/mutation-testing.md)."""
+"""Rules of the broker lifecycle at its edges: an answer to a request the broker gave up on is
+ignored (docs/mutation-testing.md lists the mutants that first showed them unchecked)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Rules of snapshot retention that mutation testing found unchecked
-(docs/mutation-testing.md)."""
+"""Rules of snapshot retention: retention.ms=0 drops the log below a snapshot at once
+(docs/mutation-testing.md lists the mutants that first showed them unchecked)."""
 
 from __future__ import annotations
 

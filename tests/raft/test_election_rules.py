@@ -1,4 +1,5 @@
-"""Rules of leader election that mutation testing found unchecked (docs/mutation-testing.md)."""
+"""Rules of leader election: a refused BeginQuorumEpoch is no endorsement and is sent again
+(docs/mutation-testing.md lists the mutants that first showed them unchecked)."""
 
 from __future__ import annotations
 
