@@ -17,10 +17,10 @@ replication.py, both typed against the narrow `CoreOps` Protocol (ops.py). Messa
 (messages.py) carry Kafka's fields and error codes. `RaftConfig` (config.py) has Kafka's settings
 and the `Unsafe` switches that reproduce known defects for the harness to catch.
 
-Brokers (brokers.py, the early KIP-631 proposal): a broker is an observer of the log that
-registers with the active controller (the leader) and heartbeats it; the controller's decisions
-(register, fence, unfence, shutdown) are records of the log, applied to every node's image
-(`Image.brokers`); a broker that cannot reach the controller fences itself.
+Brokers (the early KIP-631 proposal): a broker is an observer of the log that registers with the
+active controller (the leader) and heartbeats it (lifecycle.py); the controller's decisions
+(controller.py: register, fence, unfence, shutdown) are records of the log (records.py), applied
+to every node's image (`Image.brokers`); a broker that cannot reach the controller fences itself.
 
 The deterministic simulator (sim/) runs many cores in one process under a seeded event queue and
 faults, checking Raft's invariants after every event; `kraft simulate` is its command line.

@@ -11,9 +11,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reference_node.raft.brokers import BrokerInfo
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, ErrorCode, Message, SnapshotId
+from reference_node.raft.records import BrokerInfo
 from reference_node.raft.voters import Voter, VoterSet
 
 # --- inputs ---------------------------------------------------------------------------------------

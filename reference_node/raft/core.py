@@ -15,13 +15,13 @@ there before its handler runs. `election` holds Vote / BeginQuorumEpoch / EndQuo
 and `replication` Fetch, the high watermark and client requests; both see the core only as the
 `CoreOps` Protocol (ops.py).
 
-Brokers (brokers.py): BrokerRegistration and BrokerHeartbeat carry no epoch and no leader, so
-`on_message` routes them before the shared rules: requests to the controller handlers (answered by
-the active controller, NOT_CONTROLLER elsewhere), responses to this node's `BrokerLifecycle` when it
-is a broker (`broker=`). The lifecycle is polled after every input; the leader's tick expires
-broker sessions. A broker is usually an observer; a voter may be one too (Kafka's combined roles):
-while it leads, its broker's requests and its controller's answers never leave the core
-(`_loopback`, delivered at the end of the step that made them).
+Brokers: BrokerRegistration and BrokerHeartbeat carry no epoch and no leader, so `on_message`
+routes them before the shared rules: requests to the controller handlers (controller.py, answered
+by the active controller, NOT_CONTROLLER elsewhere), responses to this node's `BrokerLifecycle`
+(lifecycle.py) when it is a broker (`broker=`). The lifecycle is polled after every input; the
+leader's tick expires broker sessions. A broker is usually an observer; a voter may be one too
+(Kafka's combined roles): while it leads, its broker's requests and its controller's answers never
+leave the core (`_loopback`, delivered at the end of the step that made them).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reference_node.raft import brokers, election, membership, replication
+from reference_node.raft import controller, election, membership, replication
 from reference_node.raft import snapshots as snapshotting
 from reference_node.raft.api import (
     AddVoter,
@@ -60,9 +60,9 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
-from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, BrokerLifecycle, BrokerStatus
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.image import Image
+from reference_node.raft.lifecycle import BrokerIdentity, BrokerLifecycle, BrokerStatus
 from reference_node.raft.log import LogView, RaftLog
 from reference_node.raft.messages import (
     NO_LEADER,
@@ -92,6 +92,7 @@ from reference_node.raft.messages import (
     VoteResponse,
     error_response,
 )
+from reference_node.raft.records import BrokerInfo
 from reference_node.raft.states import (
     NEVER,
     OBSERVER_SESSION_TIMEOUT_MS,
@@ -160,7 +161,7 @@ class RaftCore:
     `controller.quorum.bootstrap.servers`: an observer that knows no leader fetches from one.
 
     Brokers: `broker` makes this node a broker (it registers with the active controller and
-    heartbeats it, brokers.py): an observer, or a voter with combined roles.
+    heartbeats it, lifecycle.py): an observer, or a voter with combined roles.
     """
 
     def __init__(
@@ -351,7 +352,7 @@ class RaftCore:
         if self.shutdown_complete:
             return NEVER  # nothing is left to say: a timer would only spin
         deadline = min(self.state.deadline(self.now, self.config.request_timeout_ms),
-                       snapshotting.deadline(self), brokers.leader_deadline(self))
+                       snapshotting.deadline(self), controller.leader_deadline(self))
         if self.broker_lifecycle is not None:
             deadline = min(deadline, self.broker_lifecycle.deadline(self))
         return deadline
@@ -528,7 +529,7 @@ class RaftCore:
             self.event(type="high-watermark", epoch=self.epoch, hw=hw)
             snapshotting.apply_committed(self)
             if isinstance(self.state, Leader):
-                brokers.on_commit(self, self.state)
+                controller.on_commit(self, self.state)
 
     # --- snapshot output (snapshots.py) -------------------------------------------------------------
 
@@ -579,7 +580,8 @@ class RaftCore:
     def on_message(self, src: int, msg: Message, in_reply_to: Message | None = None) -> None:
         """Dispatch: the shared rules first, then the message's handler (see the module doc).
         `in_reply_to` is the request a response answers, when the host knows it. The broker
-        messages go to brokers.py first: the shared rules are Raft's (epochs, leaders)."""
+        messages go to controller.py or lifecycle.py first: the shared rules are Raft's (epochs,
+        leaders)."""
         broker_route = _BROKER_MESSAGES.get(type(msg))
         if broker_route is not None:
             broker_route(self, src, msg, in_reply_to)
@@ -670,7 +672,7 @@ class RaftCore:
         self.state = state
         if isinstance(old, Leader) and not isinstance(state, Leader):
             replication.fail_pending(self, old)
-            brokers.fail_pending(self, old)
+            controller.fail_pending(self, old)
         name = state.name
         if not self.is_voter and name in ("unattached", "follower"):
             name = "observer"
@@ -785,7 +787,7 @@ class RaftCore:
         )
         # KAFKA-12619: the HW was exposed before the LeaderChange record was committed.
         state.hw_known = self.config.has(Unsafe.EARLY_HIGH_WATERMARK)
-        state.became_ms = self.now  # every broker's session starts now (brokers.py)
+        state.became_ms = self.now  # every broker's session starts now (controller.py)
         for v in self.voters.ids:
             if v != self.node_id:
                 state.progress[v] = ReplicaProgress()
@@ -992,7 +994,7 @@ def _tick_leader(core: RaftCore) -> None:
     for rid in [r for r, p in state.progress.items() if r not in core.voters]:
         if _observer_expired(state.progress[rid], core.now):
             del state.progress[rid]  # Kafka's clearInactiveObservers
-    _appending(core, lambda: brokers.on_leader_tick(core, state))
+    _appending(core, lambda: controller.on_leader_tick(core, state))
 
 
 def _appending(core: RaftCore, handle: Callable[[], None]) -> None:
@@ -1123,12 +1125,12 @@ _REQUESTS: dict[type, _RequestRoute] = {
 
 def _broker_registration(core: RaftCore, src: int, msg: BrokerRegistrationRequest,
                          in_reply_to: Message | None) -> None:
-    _appending(core, lambda: brokers.on_registration_request(core, src, msg))
+    _appending(core, lambda: controller.on_registration_request(core, src, msg))
 
 
 def _broker_heartbeat(core: RaftCore, src: int, msg: BrokerHeartbeatRequest,
                       in_reply_to: Message | None) -> None:
-    _appending(core, lambda: brokers.on_heartbeat_request(core, src, msg))
+    _appending(core, lambda: controller.on_heartbeat_request(core, src, msg))
 
 
 def _broker_response(core: RaftCore, src: int,

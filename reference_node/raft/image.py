@@ -19,13 +19,13 @@ as a KRaft snapshot keeps them (KIP-853): the voter set of the latest VotersReco
 (`voters`, None while there was none: the static `controller.quorum.voters`) and the
 `kraft.version` of the latest KRaftVersionRecord (`kraft_version`).
 
-- `brokers`: the registered brokers (brokers.py's `BrokerInfo`), from the broker records the
+- `brokers`: the registered brokers (records.py's `BrokerInfo`), from the broker records the
   active controller writes (register-broker, fence-broker, unfence-broker, shutdown-broker): the
   metadata image a broker node serves from. Broker records are data records like any other
   (counted and digested), never kv commands.
 
 A kv command is a data record whose value is a JSON object (`encode_write`, `encode_cas`); a
-broker record is one too (`brokers.decode_broker_record`); any other value (the `append`
+broker record is one too (`records.decode_broker_record`); any other value (the `append`
 workload's decimals) is opaque data, counted and digested only.
 """
 
@@ -38,8 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reference_node.raft.brokers import BrokerInfo, apply_change, decode_broker_record
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
+from reference_node.raft.records import BrokerInfo, apply_change, decode_broker_record
 from reference_node.raft.voters import VoterSet
 
 __all__ = [

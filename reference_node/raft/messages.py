@@ -25,8 +25,9 @@ Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `Err
 | VOTER_NOT_FOUND | 127 | Remove/UpdateRaftVoter of a replica that does not vote, or removing the last voter |
 
 The broker messages (BrokerRegistration, api 62, and BrokerHeartbeat, api 63) are the controller's,
-not Raft's: they carry no epoch and no leader, so the core routes them to raft/brokers.py before
-the rules above (see that module for their error codes).
+not Raft's: they carry no epoch and no leader, so the core routes them to raft/controller.py (the
+requests) and raft/lifecycle.py (the answers) before the rules above (see controller.py for their
+error codes).
 
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).

@@ -1,5 +1,5 @@
 """`CoreOps`: what the handler modules (election.py, replication.py, snapshots.py, membership.py,
-brokers.py) may use of the core.
+controller.py, lifecycle.py) may use of the core.
 
 Theory of operation: `RaftCore` owns the persisted quorum state (epoch, leader, vote), the current
 state object, the log and the output being gathered. The handlers read these and change the core
@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from reference_node.raft.api import ClientReply, SnapshotStore, SnapshotWrite
 from reference_node.raft.config import RaftConfig
@@ -27,11 +27,8 @@ from reference_node.raft.messages import (
     Request,
     SnapshotId,
 )
-from reference_node.raft.states import State
+from reference_node.raft.states import SnapshotState, State
 from reference_node.raft.voters import VoterHistory, VoterSet
-
-if TYPE_CHECKING:
-    from reference_node.raft.snapshots import SnapshotState
 
 
 class CoreOps(Protocol):

@@ -23,9 +23,6 @@ the snapshot is durable).
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
-
 from reference_node.raft import replication
 from reference_node.raft.api import SnapshotLoaded, SnapshotRefused, SnapshotWrite, SnapshotWritten
 from reference_node.raft.config import Unsafe, entry_bytes
@@ -38,63 +35,10 @@ from reference_node.raft.messages import (
     SnapshotId,
 )
 from reference_node.raft.ops import CoreOps
-from reference_node.raft.states import NEVER, Follower, Leader
+from reference_node.raft.states import NEVER, Follower, Leader, SnapshotState
 
 _APPLY_CHUNK = 1024
 """Entries read from the log at a time while applying (the host's storage may serve them)."""
-
-
-@dataclass(slots=True)
-class SnapshotState:
-    """The core's snapshot bookkeeping.
-
-    Bytes are counted on one running counter of applied record bytes (`entry_bytes`), from the
-    log start the core was built with: the distance between two marks on it is the bytes of the
-    log between their offsets.
-    """
-
-    durable: list[SnapshotId] = field(default_factory=list)
-    """The snapshots the host holds durably, ascending: what the core serves and retains by."""
-    taken_ms: dict[SnapshotId, int] = field(default_factory=dict)
-    bytes_at: dict[SnapshotId, int] = field(default_factory=dict)
-    """The counter at each snapshot's end."""
-    applied_bytes: int = 0
-    start_bytes: int = 0
-    """The counter at the log start offset."""
-    start_ms: int = 0
-    """When the snapshot at the log start was taken (the core's start when it holds none)."""
-    last_end: int = 0
-    """The end offset of the latest snapshot written, being written or installed."""
-    last_bytes: int = 0
-    """The counter when that snapshot was taken."""
-    last_ms: int = 0
-    writing: SnapshotWrite | None = None
-    """The write asked for and not yet reported durable."""
-    outcomes: dict[int, str | None] = field(default_factory=dict)
-    """The leader's: what applying each offset of a pending client append did."""
-
-    def latest(self) -> SnapshotId | None:
-        return self.durable[-1] if self.durable else None
-
-    def serving(self) -> SnapshotId | None:
-        """The snapshot a fetcher below the log start is told to fetch: the latest durable one
-        (under `delete-before-snapshot`, while none is, the one being written: it is refused
-        until it is durable, and the fetcher asks again)."""
-        latest = self.latest()
-        if latest is None and self.writing is not None:
-            return self.writing.snapshot_id
-        return latest
-
-    def add_durable(self, snapshot_id: SnapshotId, now: int) -> None:
-        if snapshot_id not in self.durable:
-            bisect.insort(self.durable, snapshot_id)
-        self.taken_ms.setdefault(snapshot_id, now)
-
-    def forget_below(self, snapshot_id: SnapshotId) -> None:
-        """The host deletes every snapshot older than `snapshot_id`: so does the bookkeeping."""
-        self.durable = [s for s in self.durable if s >= snapshot_id]
-        self.taken_ms = {s: t for s, t in self.taken_ms.items() if s >= snapshot_id}
-        self.bytes_at = {s: b for s, b in self.bytes_at.items() if s >= snapshot_id}
 
 
 def initial_state(

@@ -3,24 +3,27 @@
 The epoch, leader and vote are the core's (they are the persisted quorum state); a state object is
 replaced wholesale on every transition, so nothing leaks from one state into the next. `deadline()`
 is the earliest time at which the state wants a Tick.
+
+Beside them, what a state's handlers keep for it while it waits (`PendingAppend`, ...) and the
+core's snapshot bookkeeping (`SnapshotState`, kept across transitions; snapshots.py runs it): the
+data the handlers share through `CoreOps` (ops.py), below every handler module.
 """
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from reference_node.raft.api import SnapshotWrite
 from reference_node.raft.messages import (
     BrokerRequest,
     FetchRequest,
     FetchSnapshotRequest,
     SnapshotId,
 )
+from reference_node.raft.records import BrokerInfo
 from reference_node.raft.voters import Voter
-
-if TYPE_CHECKING:
-    from reference_node.raft.brokers import BrokerInfo
 
 NEVER = 1 << 62
 
@@ -181,7 +184,7 @@ class PendingVoterChange:
 @dataclass(slots=True)
 class PendingBrokerAnswer:
     """A BrokerRegistration or BrokerHeartbeat the active controller answers once the records it
-    depends on commit (brokers.py)."""
+    depends on commit (controller.py)."""
 
     src: int
     request: BrokerRequest
@@ -215,7 +218,7 @@ class Leader:
     """Broker id -> the time of its latest valid heartbeat (or registration) to this leader."""
     broker_view: dict[int, BrokerInfo] = field(default_factory=dict)
     """The brokers whose records this leader appended, as those records left them (committed or
-    not); with the image's brokers, the controller's view (`brokers.controller_view`)."""
+    not); with the image's brokers, the controller's view (`controller.controller_view`)."""
     broker_last_record: dict[int, int] = field(default_factory=dict)
     """Broker id -> the offset of the latest record this leader appended for it."""
     broker_answers: list[PendingBrokerAnswer] = field(default_factory=list)
@@ -246,3 +249,56 @@ class Resigned:
 
 
 State = Unattached | Prospective | Candidate | Follower | Leader | Resigned
+
+
+@dataclass(slots=True)
+class SnapshotState:
+    """The core's snapshot bookkeeping.
+
+    Bytes are counted on one running counter of applied record bytes (`entry_bytes`), from the
+    log start the core was built with: the distance between two marks on it is the bytes of the
+    log between their offsets.
+    """
+
+    durable: list[SnapshotId] = field(default_factory=list)
+    """The snapshots the host holds durably, ascending: what the core serves and retains by."""
+    taken_ms: dict[SnapshotId, int] = field(default_factory=dict)
+    bytes_at: dict[SnapshotId, int] = field(default_factory=dict)
+    """The counter at each snapshot's end."""
+    applied_bytes: int = 0
+    start_bytes: int = 0
+    """The counter at the log start offset."""
+    start_ms: int = 0
+    """When the snapshot at the log start was taken (the core's start when it holds none)."""
+    last_end: int = 0
+    """The end offset of the latest snapshot written, being written or installed."""
+    last_bytes: int = 0
+    """The counter when that snapshot was taken."""
+    last_ms: int = 0
+    writing: SnapshotWrite | None = None
+    """The write asked for and not yet reported durable."""
+    outcomes: dict[int, str | None] = field(default_factory=dict)
+    """The leader's: what applying each offset of a pending client append did."""
+
+    def latest(self) -> SnapshotId | None:
+        return self.durable[-1] if self.durable else None
+
+    def serving(self) -> SnapshotId | None:
+        """The snapshot a fetcher below the log start is told to fetch: the latest durable one
+        (under `delete-before-snapshot`, while none is, the one being written: it is refused
+        until it is durable, and the fetcher asks again)."""
+        latest = self.latest()
+        if latest is None and self.writing is not None:
+            return self.writing.snapshot_id
+        return latest
+
+    def add_durable(self, snapshot_id: SnapshotId, now: int) -> None:
+        if snapshot_id not in self.durable:
+            bisect.insort(self.durable, snapshot_id)
+        self.taken_ms.setdefault(snapshot_id, now)
+
+    def forget_below(self, snapshot_id: SnapshotId) -> None:
+        """The host deletes every snapshot older than `snapshot_id`: so does the bookkeeping."""
+        self.durable = [s for s in self.durable if s >= snapshot_id]
+        self.taken_ms = {s: t for s, t in self.taken_ms.items() if s >= snapshot_id}
+        self.bytes_at = {s: b for s, b in self.bytes_at.items() if s >= snapshot_id}

@@ -82,8 +82,9 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
-from reference_node.raft.brokers import BrokerInfo, BrokerStatus, decode_broker_record
+from reference_node.raft.lifecycle import BrokerStatus
 from reference_node.raft.messages import Entry, ErrorCode
+from reference_node.raft.records import BrokerInfo, decode_broker_record
 from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 from reference_node.server.kiobuild import build, has_field
 from reference_node.server.translate import entries_to_records

@@ -110,8 +110,9 @@ from reference_node.raft.api import (
     UpdateVoter,
     VoterChangeReply,
 )
-from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, BrokerStatus, new_incarnation
 from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.lifecycle import BrokerIdentity, BrokerStatus, new_incarnation
+from reference_node.raft.records import BrokerInfo
 from reference_node.raft.states import NEVER
 from reference_node.raft.voters import Voter, VoterSet
 from reference_node.server import translate

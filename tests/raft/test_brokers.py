@@ -1,6 +1,6 @@
 """Brokers on real cores: three voters (1, 2, 3) and broker observers (4, 5), messages delivered
 by a small loop (`Net`), every flush completed at once. Each test walks transitions of the
-proposal's table (brokers.py): initial -> inactive -> active -> stopping -> stopped; active ->
+proposal's table (lifecycle.py): initial -> inactive -> active -> stopping -> stopped; active ->
 inactive on the controller's session expiry; the broker's self-fence and its return;
 re-registration; incarnations; failover; NOT_CONTROLLER; and each unsafe switch."""
 
@@ -20,9 +20,9 @@ from reference_node.raft.api import (
     Shutdown,
     Tick,
 )
-from reference_node.raft.brokers import BrokerIdentity, new_incarnation
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.core import RaftCore
+from reference_node.raft.lifecycle import BrokerIdentity, new_incarnation
 from reference_node.raft.messages import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,

@@ -10,21 +10,20 @@ import uuid
 
 import pytest
 
-from reference_node.raft.brokers import (
+from reference_node.raft.config import RaftConfig, Unsafe
+from reference_node.raft.core import RaftCore
+from reference_node.raft.image import Image, decode_command, encode_write
+from reference_node.raft.lifecycle import BrokerIdentity, new_incarnation
+from reference_node.raft.messages import Entry, EntryKind
+from reference_node.raft.records import (
     BrokerChange,
-    BrokerIdentity,
     BrokerInfo,
     decode_broker_record,
     encode_fence,
     encode_register,
     encode_shutdown,
     encode_unfence,
-    new_incarnation,
 )
-from reference_node.raft.config import RaftConfig, Unsafe
-from reference_node.raft.core import RaftCore
-from reference_node.raft.image import Image, decode_command, encode_write
-from reference_node.raft.messages import Entry, EntryKind
 
 INC = uuid.UUID(int=(1 << 80) | (7 << 76) | (2 << 62))
 

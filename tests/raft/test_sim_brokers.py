@@ -9,11 +9,12 @@ import heapq
 
 import pytest
 
-from reference_node.raft import brokers as controller
-from reference_node.raft.brokers import BrokerLifecycle, encode_register, encode_unfence
+from reference_node.raft import controller
 from reference_node.raft.config import Unsafe
 from reference_node.raft.image import Image
+from reference_node.raft.lifecycle import BrokerLifecycle
 from reference_node.raft.messages import Entry, EntryKind
+from reference_node.raft.records import encode_register, encode_unfence
 from reference_node.raft.sim.brokers import (
     CONTROLLER_RECORDS,
     TRANSITIONS,

@@ -17,13 +17,8 @@ from kio.serial import entity_reader, entity_writer
 from reference_node.brokers_cli import format_table, view_json
 from reference_node.config import ConfigError, Endpoint, from_properties
 from reference_node.raft import messages as m
-from reference_node.raft.brokers import (
-    BrokerInfo,
-    BrokerStatus,
-    encode_fence,
-    encode_register,
-    new_incarnation,
-)
+from reference_node.raft.lifecycle import BrokerStatus, new_incarnation
+from reference_node.raft.records import BrokerInfo, encode_fence, encode_register
 from reference_node.server import translate
 from reference_node.server.client_api import ClientApi
 from reference_node.server.metrics import Metrics

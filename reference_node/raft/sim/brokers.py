@@ -41,13 +41,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, new_incarnation
 from reference_node.raft.config import RaftConfig
+from reference_node.raft.lifecycle import BrokerIdentity, new_incarnation
 from reference_node.raft.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ErrorCode,
 )
+from reference_node.raft.records import BrokerInfo
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.states import NEVER
 

@@ -20,7 +20,7 @@ them all along the run, beside the one-at-a-time faults; `SimResult.membership` 
 asked and what was committed.
 
 With `brokers` (`kraft simulate --brokers N`), N broker nodes (ids after the voters and the
-observers) follow the log as observers, register with the leader and heartbeat it (raft/brokers.py;
+observers) follow the log as observers, register with the leader, heartbeat it (raft/lifecycle.py;
 the host gives each start a new incarnation). The broker faults (faults.BROKER_FAULTS) take turns
 with the others; sim/brokers.py checks the broker invariants after every event, and at the end of
 the run (fault-free, or healed) that every broker is active (BrokersLive). `SimResult.brokers`
