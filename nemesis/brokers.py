@@ -6,14 +6,14 @@ refuse a registration from an OLDER incarnation (DUPLICATE_BROKER_REGISTRATION):
 from a process that has since been replaced (a zombie that was paused, or a registration delayed
 in the network), and accepting it would hand the broker id back to that process.
 
-This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it
-is registered with (the active controller's image, through `registration` of
+This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it is
+registered with (the active controller's image, through `registration` of
 `contracts.target.CanReplayRegistration`). The start kills the broker and starts it again (a new
-process: a new, greater incarnation), and waits until that incarnation is registered. The stop then sends the OLD incarnation's
-BrokerRegistration (same id, host and port) to the active controller, as the old process would
-have, and records the controller's answer. An answer `none` with a broker epoch is an accepted
-replay: the broker id's registration went back to an older incarnation, which the fencing checker
-names `incarnation-regressed`.
+process: a new, greater incarnation), and waits until that incarnation is registered. The stop then
+sends the OLD incarnation's BrokerRegistration (same id, host and port) to the active controller, as
+the old process would have, and records the controller's answer. An answer `none` with a broker
+epoch is an accepted replay: the broker id's registration went back to an older incarnation, which
+the fencing checker names `incarnation-regressed`.
 
 History (docs: the design of issue 17): the start's invoke value is `{"node", "old_incarnation"}`,
 its completion adds `"new_incarnation"` (null when the restarted broker did not register within

@@ -57,7 +57,7 @@ def test_option_names_are_unique_and_their_defaults_are_what_a_run_gets() -> Non
 
 
 def test_an_unknown_kind_or_option_is_refused() -> None:
-    env = Env(Backend_(True), db_with(set()), ["n1"])  # type: ignore[arg-type]
+    env = Env(backend_with(True), db_with(set()), ["n1"])
     with pytest.raises(ValueError, match="unknown nemesis 'meteor'"):
         registry.build(["meteor"], env)
     with pytest.raises(ValueError, match="unknown nemesis options shapes"):
@@ -89,13 +89,18 @@ def old_available(backend: Backend, db: DB, disk: str | None) -> dict[str, str |
     }
 
 
-class Backend_:
+class Toy:
     name = "toy"
 
-    def __init__(self, partition: bool) -> None:
-        if partition:
-            self.partition = lambda blocked: None
-            self.heal = lambda: None
+
+class Cuts(Toy):
+    def partition(self, blocked: Any) -> None: ...
+
+    def heal(self) -> None: ...
+
+
+def backend_with(partition: bool) -> Any:
+    return Cuts() if partition else Toy()
 
 
 class Kill:
@@ -166,12 +171,12 @@ COMBINATIONS = [(partition, frozenset(powers), disk)
 @pytest.mark.parametrize(("partition", "powers", "disk"), COMBINATIONS)
 def test_available_says_why_not_as_the_table_before_the_specs(
         partition: bool, powers: frozenset[type], disk: str | None) -> None:
-    backend, db = Backend_(partition), db_with(set(powers))
-    assert registry.available(backend, db, disk) == old_available(backend, db, disk)  # type: ignore[arg-type]
+    backend, db = backend_with(partition), db_with(set(powers))
+    assert registry.available(backend, db, disk) == old_available(backend, db, disk)
 
 
 def test_a_backend_and_target_with_no_power_are_told_each_reason() -> None:
-    assert registry.available(Backend_(False), db_with(set()), NO_FUSE) == {  # type: ignore[arg-type]
+    assert registry.available(backend_with(False), db_with(set()), NO_FUSE) == {
         "partition": "the toy backend cannot partition",
         "pause": "the target cannot pause nodes",
         "kill": "the target cannot kill nodes",
@@ -184,7 +189,7 @@ def test_a_backend_and_target_with_no_power_are_told_each_reason() -> None:
         "targeted": "the toy backend cannot partition",
     }
     # the disk's reason is the runner's: unchecked, the faults that need it are not offered
-    assert registry.available(Backend_(True), db_with(set(POWERS)))["corrupt"] == (
+    assert registry.available(backend_with(True), db_with(set(POWERS)))["corrupt"] == (
         "the disk faults' filesystem was not checked")
 
 
@@ -206,9 +211,9 @@ class Disk:
 
 def test_where_every_power_is_there_each_spec_builds_its_kind_and_network_faults_share_links(
 ) -> None:
-    backend, db = Backend_(True), db_with(set(POWERS))
-    assert all(why is None for why in registry.available(backend, db, None).values())  # type: ignore[arg-type]
-    env = Env(backend, db, ["n1", "n2", "n3", "n4"], disk=Disk(),  # type: ignore[arg-type]
+    backend, db = backend_with(True), db_with(set(POWERS))
+    assert all(why is None for why in registry.available(backend, db, None).values())
+    env = Env(backend, db, ["n1", "n2", "n3", "n4"], disk=Disk(),
               brokers=["n4"])
     faults = registry.build(list(registry.KINDS), env, initial_voters=3)
     assert all(isinstance(f, Fault) for f in faults)
@@ -218,12 +223,13 @@ def test_where_every_power_is_there_each_spec_builds_its_kind_and_network_faults
 
 
 def test_options_reach_the_faults_that_read_them() -> None:
-    env = Env(Backend_(True), db_with({Kill}), ["n1", "n2", "n3"])  # type: ignore[arg-type]
-    partition, lagging = registry.build(["partition", "lagging-follower"], env,
-                                        {"partition_shapes": ["leader", "halves"],
-                                         "lagging_duration": 2.5})
+    env = Env(backend_with(True), db_with({Kill}), ["n1", "n2", "n3"])
+    faults: list[Any] = registry.build(["partition", "lagging-follower"], env,
+                                       {"partition_shapes": ["leader", "halves"],
+                                        "lagging_duration": 2.5})
+    partition, lagging = faults
     # no leader known to this target: the leader shape is dropped, as before
-    assert partition.shapes == ["halves"]  # type: ignore[attr-defined]
-    assert lagging.duration == 2.5  # type: ignore[attr-defined]
-    [every] = registry.build(["partition"], env)
-    assert every.shapes == ["halves", "one", "majorities-ring", "bridge"]  # type: ignore[attr-defined]
+    assert partition.shapes == ["halves"]
+    assert lagging.duration == 2.5
+    every: Any = registry.build(["partition"], env)[0]
+    assert every.shapes == ["halves", "one", "majorities-ring", "bridge"]
