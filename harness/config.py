@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nemesis.membership import SPARES_OPTION
-from nemesis.registry import DISK_KINDS, default_options
+from nemesis.registry import DEFAULT_KINDS, DISK_KINDS, default_options
 from reference_node.raft.config import Unsafe
 
 
@@ -42,7 +42,7 @@ class TestConfig:
     target: str = "reference"
     nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])
     workload: str = "append"
-    nemesis: list[str] = field(default_factory=lambda: ["partition", "pause", "kill"])
+    nemesis: list[str] = field(default_factory=lambda: list(DEFAULT_KINDS))
     nemesis_interval: float = 5.0
     # every fault's options by name (`nemesis.registry.OPTIONS`: the partition shapes, the
     # lagging follower's duration, the membership nemesis's spares, ...); those not given are
