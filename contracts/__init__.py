@@ -3,7 +3,9 @@
 - `backend`: where a target's nodes live (`Backend`, `ClusterSpec`, `CommandResult`,
   `BackendError`) and the optional power to cut links (`CanPartition`);
 - `target`: the implementation under test as a `DB` and a `Client`, its optional powers
-  (`CanKill`, `CanPause`, `HasLeader`), and the `Target` that makes both;
+  (`CanKill`, `CanPause`, `HasLeader`, `HasDataDir`, `CanChangeMembership`, `CanDeployBrokers`,
+  `CanReplayRegistration`), and the `Target` that makes both;
+- `disk`: the disk levers the runner hands the disk faults (`CanFaultDisk`);
 - `history`: the op type (`Op`, a plain dict of the history format) and the run's `History`
   recorder (history.jsonl);
 - `generator`: pure generators of ops, and the combinators the runner wraps a workload's in;

@@ -2,8 +2,9 @@
 
 Jepsen's split: the DB installs, configures, starts and stops the program on each node through
 a backend; the client performs one operation against one node and reports what it learned.
-Optional powers (kill, pause, say who leads, collect node data) are separate protocols, so that a
-nemesis only uses what a target can do.
+Optional powers (kill, pause, say who leads, say where its data is, change its voters, deploy
+brokers and replay their registrations) are separate protocols, so that a nemesis only uses what
+a target can do.
 
 An operation is a plain dict of the history format: the client receives the invoke op and
 returns the completion: the same dict with `type` set to "ok", "fail" or "info" (and `value`,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from contracts.backend import Backend
 from contracts.history import Op
@@ -89,6 +90,55 @@ class HasDataDir(Protocol):
         """The files the `corrupt` nemesis may damage, by kind (e.g. `segment`, `snapshot`,
         `quorum-state`): globs relative to the data directory, the first that matches wins, and
         of its matches the newest file."""
+
+
+@runtime_checkable
+class CanChangeMembership(Protocol):
+    """A DB whose voters live in the log and change one at a time (KIP-853): the `membership`
+    nemesis (`nemesis.membership`) adds and removes them.
+
+    `use_spares` is told before `setup`: those nodes of setup's list start as observers, every
+    node is deployed with its voters in the log, and the others (the initial voters) with the
+    directory ids given (Kafka's Uuid text, drawn by the harness from the run's seed). The quorum
+    is a plain dict by node name: `{"leader": NAME | None, "epoch": E, "voters": [NAME...],
+    "observers": [NAME...], "directory_ids": {NAME: ID}}`; None when no node could describe it. A
+    change answers `ok` or the reason it was refused or unknown (an error name). `directory_ids`
+    maps each node to its directory id once it is known (after `setup`)."""
+
+    directory_ids: dict[str, str]
+
+    def use_spares(self, spares: list[str], directory_ids: dict[str, str]) -> None: ...
+
+    def quorum(self, backend: Backend, nodes: list[str]) -> dict[str, Any] | None: ...
+
+    def add_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
+
+    def remove_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
+
+
+@runtime_checkable
+class CanDeployBrokers(Protocol):
+    """A DB that deploys some of its nodes as brokers (`process.roles=broker`): told which before
+    `setup`; the others form the quorum."""
+
+    def use_brokers(self, brokers: list[str]) -> None: ...
+
+
+@runtime_checkable
+class CanReplayRegistration(Protocol):
+    """A DB that can say how a broker is registered, and register one as any incarnation: the
+    `stale-incarnation` nemesis (`nemesis.brokers`) replays an old one."""
+
+    def registration(self, backend: Backend, nodes: list[str],
+                     broker: str) -> dict[str, Any] | None:
+        """`broker`'s registration in the active controller's image (`BrokerInfo.to_json()`:
+        `incarnation`, `epoch`, `host`, `port`, ...), or None when no controller could say or it
+        is not registered."""
+
+    def register(self, backend: Backend, nodes: list[str], broker: str,
+                 registration: dict[str, Any]) -> dict[str, Any]:
+        """Send a BrokerRegistration for `broker` with `registration`'s incarnation, host and
+        port to the node that leads now; its answer `{"error": NAME, "broker_epoch": E}`."""
 
 
 class Client(abc.ABC):

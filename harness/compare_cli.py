@@ -198,8 +198,7 @@ def plan(args: argparse.Namespace, results_dir: Path,
     import workloads as workload_registry
     from harness import backends, disk, targets
     from harness.config import parse_node_config
-    from nemesis.disk import KINDS as DISK_KINDS
-    from nemesis.registry import KINDS, available
+    from nemesis.registry import DISK_KINDS, KINDS, available
 
     if not 1 <= args.jobs <= MAX_JOBS:
         raise UsageError(f"--jobs: must be from 1 to {MAX_JOBS}, got {args.jobs}")

@@ -3,10 +3,10 @@
 Every random choice of a run (the operations, the faults and their targets) derives from `seed`:
 the generator and the nemesis each get a sub-seed drawn from it, and both are recorded.
 
-With the `membership` nemesis, `spares` more nodes are deployed after `nodes` (named on from
-them: n6, n7 after n1..n5), started as observers, and the initial voters (`nodes`) keep their voter
-set in the log; each initial voter's directory id (Kafka's Uuid text) is drawn from the seed
-(`directory_ids`), so that a run's voter set is the same on a replay.
+With the `membership` nemesis, `spares` (its option) more nodes are deployed after `nodes` (named
+on from them: n6, n7 after n1..n5), started as observers, and the initial voters (`nodes`) keep
+their voter set in the log; each initial voter's directory id (Kafka's Uuid text) is drawn from
+the seed (`directory_ids`), so that a run's voter set is the same on a replay.
 
 With `brokers` > 0 (issue 17), that many broker nodes (`process.roles=broker`) are deployed after
 the controllers and the spares, named on from them (n4, n5 after n1..n3), each with the node id of
@@ -25,7 +25,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nemesis.disk import KINDS as DISK_KINDS
+from nemesis.membership import SPARES_OPTION
+from nemesis.registry import DEFAULT_KINDS, DISK_KINDS, default_options
 from reference_node.raft.config import Unsafe
 
 
@@ -41,11 +42,12 @@ class TestConfig:
     target: str = "reference"
     nodes: list[str] = field(default_factory=lambda: ["n1", "n2", "n3"])
     workload: str = "append"
-    nemesis: list[str] = field(default_factory=lambda: ["partition", "pause", "kill"])
+    nemesis: list[str] = field(default_factory=lambda: list(DEFAULT_KINDS))
     nemesis_interval: float = 5.0
-    partition_shapes: list[str] = field(default_factory=list)  # empty: every shape
-    lagging_duration: float = 15.0  # seconds the lagging-follower nemesis keeps its node away
-    spares: int = 2  # nodes deployed as observers beside `nodes` for the membership nemesis
+    # every fault's options by name (`nemesis.registry.OPTIONS`: the partition shapes, the
+    # lagging follower's duration, the membership nemesis's spares, ...); those not given are
+    # at their defaults. test.json records each as a key of its own, where it always stood
+    nemesis_options: dict[str, Any] = field(default_factory=default_options)
     brokers: int = 0  # broker nodes deployed after the controllers (and spares)
     time_limit: float = 60.0
     concurrency: int = 0  # 0: twice the number of nodes
@@ -60,6 +62,12 @@ class TestConfig:
     test_name: str = ""
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.nemesis_options) - set(default_options()))
+        if unknown:
+            raise ValueError(f"unknown nemesis options {', '.join(unknown)}")
+        # every option, in the registry's order (test.json's keys keep theirs)
+        self.nemesis_options = {name: self.nemesis_options.get(name, default)
+                                for name, default in default_options().items()}
         if self.concurrency <= 0:
             # the brokers get clients of their own: a broker's answers are what fencing guards
             self.concurrency = 2 * (len(self.nodes) + self.brokers)
@@ -85,9 +93,10 @@ class TestConfig:
         """The spares' names (none without the membership nemesis): n<k> for the next free k."""
         if not self.membership:
             return []
+        spares = int(self.nemesis_options[SPARES_OPTION.name])
         names: list[str] = []
         k = len(self.nodes)
-        while len(names) < self.spares:
+        while len(names) < spares:
             k += 1
             if f"n{k}" not in self.nodes:
                 names.append(f"n{k}")
@@ -129,7 +138,12 @@ class TestConfig:
         return {node: kafka_uuid_text(rng) for node in self.nodes}
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "nemesis_options":
+                data.update(value)  # each a key of its own, as before they were one mapping
+            else:
+                data[key] = value
         data["name"] = self.test_name
         data["seeds"] = self.seeds()
         data["brokers"] = self.broker_nodes()

@@ -35,7 +35,16 @@ from contracts.backend import Backend, ClusterSpec
 from contracts.generator import Stagger, TimeLimit
 from contracts.history import History, Op
 from contracts.results import HISTORY, NODES, RESULTS, TEST, node_dirs
-from contracts.target import DB, Client, HasDataDir, HasLeader, Target
+from contracts.target import (
+    DB,
+    CanChangeMembership,
+    CanDeployBrokers,
+    CanReplayRegistration,
+    Client,
+    HasDataDir,
+    HasLeader,
+    Target,
+)
 from contracts.workload import Workload
 from harness import store
 from harness.config import TestConfig
@@ -44,8 +53,6 @@ from harness.interpreter import Interpreter, Worker, perform
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
-from nemesis.brokers import CanDeployBrokers, CanReplayRegistration
-from nemesis.membership import CanChangeMembership
 from nemesis.registry import build
 from nemesis.schedule import Schedule
 
@@ -323,8 +330,8 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
     seeds = config.seeds()
     nodes = config.all_nodes()
     env = Env(backend, db, nodes, disk=disks, brokers=config.broker_nodes())
-    schedule = Schedule(build(config.nemesis, env, config.partition_shapes,
-                              config.lagging_duration, initial_voters=len(config.nodes)),
+    schedule = Schedule(build(config.nemesis, env, config.nemesis_options,
+                              initial_voters=len(config.nodes)),
                         config.nemesis_interval, seeds["nemesis"], history, log)
     completions: queue.Queue[tuple[Worker, Op]] = queue.Queue()
 

@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import workloads
 from checkers import availability
 from contracts.backend import Backend
-from contracts.target import Target
+from contracts.target import CanDeployBrokers, Target
 from harness import backends, disk, targets
 from harness.config import (
     MAX_BROKERS,
@@ -32,18 +32,16 @@ from harness.config import (
 )
 from harness.store import valid_name
 from nemesis.brokers import KIND as STALE_INCARNATION
-from nemesis.brokers import CanDeployBrokers
-from nemesis.lagging import DURATION as LAGGING_DURATION
 from nemesis.membership import KIND as MEMBERSHIP
-from nemesis.partition import BROKER_SHAPES, SHAPES
-from nemesis.registry import DEFAULT_KINDS, KINDS, available
+from nemesis.partition import BROKER_SHAPES, SHAPES_OPTION
+from nemesis.registry import DEFAULT_KINDS, KINDS, OPTIONS, available
+from nemesis.spec import Choices, Count, Option, Seconds
 
 EXIT_USAGE = 64
 # Past these a number is a typo, and it would fail only at run time (a timer that overflows, an
 # op interval that is infinite), after the nodes are deployed: refused before, like inf and nan.
 MAX_SECONDS = 10**7  # 115 days
 MAX_RATE = 10**6  # ops per second
-MAX_SPARES = 8
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,15 +93,8 @@ def parser() -> argparse.ArgumentParser:
                         "its vote, asked again in the same epoch)")
     p.add_argument("--nemesis-interval", type=_SECONDS, default=5.0,
                    help="seconds between faults, and each fault's duration (default 5)")
-    p.add_argument("--partition-shapes", default=None,
-                   help=f"comma list of {', '.join(SHAPES)} (default: all)")
-    p.add_argument("--lagging-duration", type=_SECONDS, default=LAGGING_DURATION,
-                   help="seconds the lagging-follower nemesis keeps a follower cut off, so that "
-                        "the leader snapshots past it and it must install the snapshot "
-                        f"(default {LAGGING_DURATION:g})")
-    p.add_argument("--spares", type=int, default=2,
-                   help="with the membership nemesis: nodes deployed as observers beside --nodes, "
-                        "for it to add as voters (default 2)")
+    for option in OPTIONS:
+        _add_option(p, option)
     p.add_argument("--brokers", type=int, default=0,
                    help="broker nodes deployed after the controllers (process.roles=broker: they "
                         "register, heartbeat and are fenced; the brokers workload describes "
@@ -137,6 +128,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
+    """A fault's option as a flag: a comma list is read after parsing (`_option_value`), so
+    that its message names the flag as the other lists' do."""
+    if isinstance(option.type, Seconds):
+        p.add_argument(option.flag, dest=option.name, type=_SECONDS, default=option.default,
+                       help=option.help)
+    elif isinstance(option.type, Count):
+        p.add_argument(option.flag, dest=option.name, type=int, default=option.default,
+                       help=option.help)
+    else:
+        p.add_argument(option.flag, dest=option.name, default=None, help=option.help)
+
+
+def _option_value(option: Option, given: Any) -> Any:
+    """The run's value of `option`, from what argparse made of its flag."""
+    if isinstance(option.type, Choices):
+        return (option.initial() if given is None
+                else parse_list(option.flag, given, option.type.allowed, False))
+    if isinstance(option.type, Count) and not option.type.low <= given <= option.type.high:
+        raise UsageError(f"{option.flag}: must be from {option.type.low} to "
+                         f"{option.type.high}, got {given}")
+    return given
+
+
 def default_workload(target: str) -> str:
     """The target's first workload (`kraft test --target etcd` runs kv); for a name that is no
     target, append, and `prepare` then refuses the name in its own line."""
@@ -149,8 +164,8 @@ def default_workload(target: str) -> str:
 def config_from(args: argparse.Namespace) -> TestConfig:
     if args.concurrency < 0:
         raise UsageError(f"--concurrency: must not be negative, got {args.concurrency}")
-    if not 0 <= args.spares <= MAX_SPARES:
-        raise UsageError(f"--spares: must be from 0 to {MAX_SPARES}, got {args.spares}")
+    nemesis_options = {option.name: _option_value(option, getattr(args, option.name))
+                       for option in OPTIONS}
     if not 0 <= args.brokers <= MAX_BROKERS:
         raise UsageError(f"--brokers: must be from 0 to {MAX_BROKERS}, got {args.brokers}")
     if args.backend not in backends.NAMES:
@@ -165,14 +180,11 @@ def config_from(args: argparse.Namespace) -> TestConfig:
         raise UsageError(f"--test-name: {args.test_name!r} is not a plain file name")
     nemesis = (list(DEFAULT_KINDS) if args.nemesis is None
                else parse_list("--nemesis", args.nemesis, KINDS, allow_none=True))
-    shapes = ([] if args.partition_shapes is None
-              else parse_list("--partition-shapes", args.partition_shapes, SHAPES, False))
     seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(32)
     return TestConfig(backend=args.backend, target=args.target, nodes=parse_nodes(args.nodes),
                       workload=args.workload, nemesis=nemesis,
-                      nemesis_interval=args.nemesis_interval, partition_shapes=shapes,
-                      lagging_duration=args.lagging_duration, spares=args.spares,
-                      brokers=args.brokers,
+                      nemesis_interval=args.nemesis_interval,
+                      nemesis_options=nemesis_options, brokers=args.brokers,
                       time_limit=args.time_limit, concurrency=args.concurrency, rate=args.rate,
                       op_timeout=args.op_timeout, recovery_time=args.recovery_time, seed=seed,
                       node_config=parse_node_config(args.node_config),
@@ -198,7 +210,7 @@ def check_brokers(config: TestConfig) -> None:
         raise UsageError("--workload brokers: needs broker nodes to describe (--brokers N)")
     if STALE_INCARNATION in config.nemesis and not config.brokers:
         raise UsageError(f"--nemesis {STALE_INCARNATION}: needs broker nodes (--brokers N)")
-    asked = [s for s in config.partition_shapes if s in BROKER_SHAPES]
+    asked = [s for s in config.nemesis_options[SHAPES_OPTION.name] if s in BROKER_SHAPES]
     if asked and not config.brokers:
         raise UsageError(f"--partition-shapes {', '.join(asked)}: needs broker nodes "
                          "(--brokers N)")

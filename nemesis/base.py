@@ -25,7 +25,7 @@ class Env:
     backend: Backend
     db: DB
     nodes: list[str]
-    # the disk levers (`nemesis.disk.CanFaultDisk`) when the fault filesystem is mounted
+    # the disk levers (`contracts.disk.CanFaultDisk`) when the fault filesystem is mounted
     disk: object | None = None
     # nodes that refused to start on a damaged disk: down for good, never restarted by a heal
     broken: set[str] = field(default_factory=set)

@@ -6,14 +6,14 @@ refuse a registration from an OLDER incarnation (DUPLICATE_BROKER_REGISTRATION):
 from a process that has since been replaced (a zombie that was paused, or a registration delayed
 in the network), and accepting it would hand the broker id back to that process.
 
-This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it
-is registered with (the active controller's image, through `CanReplayRegistration.registration`).
-The start kills the broker and starts it again (a new process: a new, greater incarnation), and
-waits until that incarnation is registered. The stop then sends the OLD incarnation's
-BrokerRegistration (same id, host and port) to the active controller, as the old process would
-have, and records the controller's answer. An answer `none` with a broker epoch is an accepted
-replay: the broker id's registration went back to an older incarnation, which the fencing checker
-names `incarnation-regressed`.
+This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it is
+registered with (the active controller's image, through `registration` of
+`contracts.target.CanReplayRegistration`). The start kills the broker and starts it again (a new
+process: a new, greater incarnation), and waits until that incarnation is registered. The stop then
+sends the OLD incarnation's BrokerRegistration (same id, host and port) to the active controller, as
+the old process would have, and records the controller's answer. An answer `none` with a broker
+epoch is an accepted replay: the broker id's registration went back to an older incarnation, which
+the fencing checker names `incarnation-regressed`.
 
 History (docs: the design of issue 17): the start's invoke value is `{"node", "old_incarnation"}`,
 its completion adds `"new_incarnation"` (null when the restarted broker did not register within
@@ -22,8 +22,8 @@ client's wire error>, "broker_epoch": E}}`, with error `not-sent` when there was
 (no registration known, or no new one). The fault is `instant`: the schedule stops it in the turn
 it starts it. `heal` starts every broker that is not running.
 
-The deployment side lives here too: `CanDeployBrokers`, a DB that deploys some of its nodes as
-brokers (told before `setup`, like the membership nemesis's spares).
+The deployment side is `contracts.target.CanDeployBrokers`, a DB that deploys some of its nodes
+as brokers (told before `setup`, like the membership nemesis's spares).
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from contracts.backend import Backend
-from contracts.target import CanKill
+from contracts.target import CanKill, CanReplayRegistration
 from nemesis.base import Env, Fault
+from nemesis.powers import KILL, REPLAY_REGISTRATION
+from nemesis.spec import FaultSpec
 
 KIND = "stale-incarnation"
 # seconds for the restarted broker to register its new incarnation, and for a replay to find a
@@ -46,30 +47,6 @@ POLL = 0.25
 NOT_SENT = "not-sent"
 # answers that say the asked node was not (or no longer) the active controller: ask again
 NOT_ACTIVE = ("not_controller", "connect-failed", "timeout", "connection-closed")
-
-
-@runtime_checkable
-class CanDeployBrokers(Protocol):
-    """A DB that deploys some of its nodes as brokers (`process.roles=broker`): told which before
-    `setup`; the others form the quorum."""
-
-    def use_brokers(self, brokers: list[str]) -> None: ...
-
-
-@runtime_checkable
-class CanReplayRegistration(Protocol):
-    """A DB that can say how a broker is registered, and register one as any incarnation."""
-
-    def registration(self, backend: Backend, nodes: list[str],
-                     broker: str) -> dict[str, Any] | None:
-        """`broker`'s registration in the active controller's image (`BrokerInfo.to_json()`:
-        `incarnation`, `epoch`, `host`, `port`, ...), or None when no controller could say or it
-        is not registered."""
-
-    def register(self, backend: Backend, nodes: list[str], broker: str,
-                 registration: dict[str, Any]) -> dict[str, Any]:
-        """Send a BrokerRegistration for `broker` with `registration`'s incarnation, host and
-        port to the node that leads now; its answer `{"error": NAME, "broker_epoch": E}`."""
 
 
 def is_newer(new: str | None, old: str | None) -> bool:
@@ -154,3 +131,8 @@ class StaleIncarnation(Fault):
         for node in self.env.brokers:
             if node not in self.env.broken and not self.env.backend.is_running(node):
                 self.env.db.start(self.env.backend, node)
+
+
+# asked for by name: it needs brokers
+SPECS = (FaultSpec(KIND, (KILL, REPLAY_REGISTRATION),
+                   lambda context: StaleIncarnation(context.env)),)

@@ -2,9 +2,9 @@
 
 They work on any target that says where its data lives (`contracts.target.HasDataDir`): the
 runner mounts the fault-injecting filesystem (`nemesis.faultfs`) over each node's data directory
-before the node first starts, and hands the faults its levers (`CanFaultDisk`, the runner's
-`harness.disk.Disks`). Everything each start does is in its completion in the history, the seeds
-of its random parts included, so a run can be replayed from it.
+before the node first starts, and hands the faults its levers (`contracts.disk.CanFaultDisk`,
+the runner's `harness.disk.Disks`). Everything each start does is in its completion in the
+history, the seeds of its random parts included, so a run can be replayed from it.
 
 - `fsync-stall`: fsync calls on the chosen disks block until the stop (reads go on; a write to a
   file whose fsync is blocked waits with it, as FUSE holds the file's inode lock meanwhile);
@@ -33,47 +33,24 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from contracts.backend import BackendError
+from contracts.disk import CanFaultDisk
 from contracts.target import CanKill
 from nemesis.base import Env, Fault, choose_nodes, on_each, pick_nodes
+from nemesis.powers import FAULT_FS, KILL
+from nemesis.spec import FaultSpec
 
 FSYNC_STALL = "fsync-stall"
 POWER_LOSS = "power-loss"
 CORRUPT = "corrupt"
-KINDS = (FSYNC_STALL, POWER_LOSS, CORRUPT)
 STALL_TARGETS = ("one", "leader", "minority", "all")
 POWER_TARGETS = ("one", "minority", "majority", "all")
 CORRUPT_TARGETS = ("one", "minority")
 CORRUPT_MODES = ("bitflip", "truncate")
 # seconds a brownout (fsync stalled, the node still running) lasts before the power goes
 BROWNOUT = (0.5, 2.0)
-
-
-@runtime_checkable
-class CanFaultDisk(Protocol):
-    """The disk levers (implemented by the runner over `kraft faultfs` on each node's host)."""
-
-    def stall(self, node: str) -> dict[str, Any]:
-        """Block fsync on `node`'s disk until `heal`."""
-
-    def heal(self, node: str) -> dict[str, Any]:
-        """End a stall: blocked fsyncs go on. Idempotent."""
-
-    def status(self, node: str) -> dict[str, Any]: ...
-
-    def lose_unsynced(self, node: str, torn: bool, seed: int) -> dict[str, Any]:
-        """Drop what `node`'s disk holds unsynced (a torn prefix of it kept when `torn`)."""
-
-    def corrupt(self, node: str, kind: str, mode: str, seed: int) -> dict[str, Any]:
-        """Damage the newest file of `kind` on `node`'s disk (`mode`: bitflip or truncate)."""
-
-    def repair(self, node: str) -> dict[str, Any]:
-        """Undo every corruption of `node`'s disk since the last repair."""
-
-    def file_kinds(self) -> list[str]:
-        """The kinds of file the target names for `corrupt`."""
 
 
 def _disk(env: Env) -> CanFaultDisk:
@@ -225,3 +202,14 @@ class Corrupt(_DownAndBack):
                                              "flipped")}
 
         return {**choice, "damage": on_each(self.affected, damage)}
+
+
+# asked for by name: they mount a filesystem under every node
+SPECS = (
+    FaultSpec(FSYNC_STALL, (FAULT_FS,),
+              lambda context: FsyncStall(context.env, context.usable(STALL_TARGETS))),
+    FaultSpec(POWER_LOSS, (FAULT_FS, KILL),
+              lambda context: PowerLoss(context.env, list(POWER_TARGETS))),
+    FaultSpec(CORRUPT, (FAULT_FS, KILL),
+              lambda context: Corrupt(context.env, list(CORRUPT_TARGETS))),
+)

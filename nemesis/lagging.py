@@ -26,6 +26,8 @@ from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
 from nemesis.links import Links
 from nemesis.partition import lagging_follower
+from nemesis.powers import PARTITION
+from nemesis.spec import FaultContext, FaultSpec, Option, Seconds
 
 KIND = "lagging-follower"
 DURATION = 15.0  # seconds
@@ -74,3 +76,17 @@ class LaggingFollower(Fault):
     def heal(self) -> None:
         self.lagging, self._since = None, None
         self.links.restore(self.kind)
+
+
+DURATION_OPTION = Option("lagging_duration", Seconds(), DURATION,
+                         "seconds the lagging-follower nemesis keeps a follower cut off, so that "
+                         "the leader snapshots past it and it must install the snapshot "
+                         f"(default {DURATION:g})")
+
+
+def _build(context: FaultContext) -> Fault:
+    return LaggingFollower(context.env, context.options[DURATION_OPTION.name], context.links)
+
+
+# asked for by name: it holds a node away for its whole duration, whatever the interval
+SPECS = (FaultSpec(KIND, (PARTITION,), _build, (DURATION_OPTION,)),)

@@ -1,8 +1,9 @@
 """`membership`: voters added and removed while the cluster runs (KIP-853).
 
-Theory of operation. A target that keeps its voters in the log (`CanChangeMembership`) is deployed
-with spare nodes beside its initial voters: formatted without voters, they start as observers
-that fetch from the quorum. Each start of this fault asks the quorum who votes and who leads
+Theory of operation. A target that keeps its voters in the log
+(`contracts.target.CanChangeMembership`) is deployed with spare nodes (the `spares` option)
+beside its initial voters: formatted without voters, they start as observers that fetch from the
+quorum. Each start of this fault asks the quorum who votes and who leads
 (DescribeQuorum), then makes one change, drawn by `plan`:
 
 - `add`: a running node that is not a voter (a spare, or a node removed earlier) becomes one
@@ -37,10 +38,12 @@ from __future__ import annotations
 import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from contracts.backend import Backend
+from contracts.target import CanChangeMembership
 from nemesis.base import Env, Fault
+from nemesis.powers import CHANGE_VOTERS
+from nemesis.spec import Count, FaultContext, FaultSpec, Option
 
 KIND = "membership"
 OPS = ("add", "remove", "restart")
@@ -49,29 +52,6 @@ NONE = "none"  # a step that found no quorum to change, or nothing it could do
 LEADER_SHARE = 1 / 3
 # how often an add goes with a concurrent removal (a second change while the first is uncommitted)
 PAIR_SHARE = 1 / 4
-
-
-@runtime_checkable
-class CanChangeMembership(Protocol):
-    """A DB whose voters live in the log and change one at a time (KIP-853).
-
-    `use_spares` is told before `setup`: those nodes of setup's list start as observers, every
-    node is deployed with its voters in the log, and the others (the initial voters) with the
-    directory ids given (Kafka's Uuid text, drawn by the harness from the run's seed). The quorum
-    is a plain dict by node name: `{"leader": NAME | None, "epoch": E, "voters": [NAME...],
-    "observers": [NAME...], "directory_ids": {NAME: ID}}`; None when no node could describe it. A
-    change answers `ok` or the reason it was refused or unknown (an error name). `directory_ids`
-    maps each node to its directory id once it is known (after `setup`)."""
-
-    directory_ids: dict[str, str]
-
-    def use_spares(self, spares: list[str], directory_ids: dict[str, str]) -> None: ...
-
-    def quorum(self, backend: Backend, nodes: list[str]) -> dict[str, Any] | None: ...
-
-    def add_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
-
-    def remove_voter(self, backend: Backend, nodes: list[str], node: str) -> str: ...
 
 
 def min_voters(initial: int) -> int:
@@ -219,3 +199,18 @@ class Membership(Fault):
         for node in self.env.nodes:
             if not self.env.backend.is_running(node):
                 self.env.db.start(self.env.backend, node)
+
+
+SPARES = 2  # nodes deployed beside the initial voters, for the fault to add
+MAX_SPARES = 8
+SPARES_OPTION = Option("spares", Count(0, MAX_SPARES), SPARES,
+                       "with the membership nemesis: nodes deployed as observers beside --nodes, "
+                       f"for it to add as voters (default {SPARES})")
+
+
+def _build(context: FaultContext) -> Fault:
+    return Membership(context.env, context.initial_voters)
+
+
+# asked for by name: it changes how the nodes are deployed (spares, voters in the log)
+SPECS = (FaultSpec(KIND, (CHANGE_VOTERS,), _build, (SPARES_OPTION,)),)

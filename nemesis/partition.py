@@ -38,7 +38,10 @@ from typing import Any
 from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
+from nemesis.powers import PARTITION
+from nemesis.spec import Choices, FaultContext, FaultSpec, Option
 
+KIND = "partition"
 SHAPES = ("halves", "one", "leader", "majorities-ring", "bridge", "follower", "broker")
 # the shapes that cut brokers off: a run without brokers cannot have them
 BROKER_SHAPES = ("broker",)
@@ -106,7 +109,7 @@ def cuts_for(shape: str, nodes: list[str], rng: random.Random,
         return isolate(rng.choice(nodes), nodes)
     controllers = [n for n in nodes if n not in brokers]
     if shape == "broker":
-        if not brokers:  # never drawn so (nemesis.registry); as `one` if asked
+        if not brokers:  # never drawn so (`_build`); as `one` if asked
             cuts, info = isolate(rng.choice(nodes), nodes)
             return cuts, {**info, "broker": None}
         return broker_cut_off(rng.choice(list(brokers)), controllers)
@@ -130,7 +133,7 @@ def _quorum_cuts(shape: str, nodes: list[str], rng: random.Random,
 
 
 class Partition(Fault):
-    kind = "partition"
+    kind = KIND
 
     def __init__(self, env: Env, shapes: list[str], links: Links | None = None) -> None:
         if not isinstance(env.backend, CanPartition):
@@ -156,3 +159,16 @@ class Partition(Fault):
 
     def heal(self) -> None:
         self.links.restore(self.kind)
+
+
+SHAPES_OPTION = Option("partition_shapes", Choices(SHAPES), (),
+                       f"comma list of {', '.join(SHAPES)} (default: all)")
+
+
+def _build(context: FaultContext) -> Fault:
+    shapes = context.options[SHAPES_OPTION.name] or list(SHAPES)
+    return Partition(context.env, context.usable(shapes, NEEDS_LEADER, BROKER_SHAPES),
+                     context.links)
+
+
+SPECS = (FaultSpec(KIND, (PARTITION,), _build, (SHAPES_OPTION,), default=True),)

@@ -12,6 +12,8 @@ from typing import Any
 
 from contracts.target import CanKill, CanPause
 from nemesis.base import Env, Fault, choose_nodes, on_each
+from nemesis.powers import KILL, PAUSE
+from nemesis.spec import FaultSpec
 
 PAUSE_TARGETS = ("one", "leader", "minority")
 KILL_TARGETS = ("one", "leader", "minority", "all")
@@ -82,3 +84,11 @@ class Kill(_NodeFault):
         # together, as after a power cut: one slow start must not stagger the others
         on_each([n for n in nodes if n not in self.env.broken],
                 lambda node: self.env.db.start(self.env.backend, node))
+
+
+SPECS = (
+    FaultSpec(Pause.kind, (PAUSE,),
+              lambda context: Pause(context.env, context.usable(PAUSE_TARGETS)), default=True),
+    FaultSpec(Kill.kind, (KILL,),
+              lambda context: Kill(context.env, context.usable(KILL_TARGETS)), default=True),
+)

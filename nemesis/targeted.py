@@ -61,6 +61,8 @@ from contracts.backend import CanDelay, CanPartition
 from contracts.target import CanKill, HasDataDir
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
+from nemesis.powers import KILL, LEADER_AND_DATA, PARTITION
+from nemesis.spec import FaultSpec
 
 KIND = "targeted"
 STALE_FOLLOWER = "stale-follower"
@@ -409,3 +411,8 @@ def _isolating(node: str, nodes: list[str]) -> set[Link]:
 def _id_of(env: Env, node: str) -> int:
     """The node's id as the target numbers it: its position among the nodes, from 1."""
     return env.nodes.index(node) + 1
+
+
+# asked for by name: it kills the leader and crashes voters on purpose, every turn
+SPECS = (FaultSpec(KIND, (PARTITION, KILL, LEADER_AND_DATA),
+                   lambda context: Targeted(context.env, context.links)),)

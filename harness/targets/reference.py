@@ -345,7 +345,7 @@ class ReferenceDB(SignalledProcess, DB):
                 else None
         return views
 
-    # -- membership (nemesis.membership.CanChangeMembership) ---------------------------------
+    # -- membership (contracts.target.CanChangeMembership) -----------------------------------
 
     def _bootstrap(self, backend: Backend, nodes: list[str]) -> list[tuple[str, int]]:
         """The client addresses of the running nodes, the voters first (whom to ask)."""
@@ -413,7 +413,7 @@ class ReferenceDB(SignalledProcess, DB):
             return type(exc).__name__
         return "ok"
 
-    # -- brokers (nemesis.brokers.CanReplayRegistration) -------------------------------------
+    # -- brokers (contracts.target.CanReplayRegistration) ------------------------------------
 
     def registration(self, backend: Backend, nodes: list[str],
                      broker: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ def test_brokers_are_named_after_the_controllers_and_the_spares() -> None:
     config = TestConfig(brokers=2)
     assert config.broker_nodes() == ["n4", "n5"]
     assert config.all_nodes() == ["n1", "n2", "n3", "n4", "n5"]
-    with_spares = TestConfig(nemesis=["membership"], spares=2, brokers=1)
+    with_spares = TestConfig(nemesis=["membership"], nemesis_options={"spares": 2}, brokers=1)
     assert with_spares.all_nodes() == ["n1", "n2", "n3", "n4", "n5", "n6"]
     assert with_spares.broker_nodes() == ["n6"]
     assert TestConfig().broker_nodes() == []

@@ -9,12 +9,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import backends, clean_cli, targets, test_cli
 from harness.backends import pids
 from harness.cli import main as kraft
+from harness.config import TestConfig
+from nemesis.registry import OPTIONS, default_options
+from nemesis.spec import Choices, Count, Seconds
 
 HERE = Path(__file__).parent
 TOY = "toy_target:ToyTarget"
@@ -284,6 +288,73 @@ def test_without_workload_a_run_takes_its_targets_first() -> None:
     assert workload("--target", "nats") == "append"
     assert workload("--target", "etcd", "--workload", "append") == "append"  # refused later
     assert workload("--target", "nope") == "append"  # prepare refuses the name itself
+
+
+# -- the faults' options: a flag each, made from the specs (nemesis/registry.py) -----------------
+
+def test_every_fault_option_is_a_flag_of_its_spec_and_unset_takes_its_default() -> None:
+    flags = {a.dest: a for a in test_cli.parser()._actions}
+    for option in OPTIONS:
+        assert flags[option.name].option_strings == [option.flag]
+        assert flags[option.name].help == option.help
+    config = test_cli.config_from(test_cli.parser().parse_args([]))
+    assert config.nemesis_options == default_options()
+
+
+def test_the_fault_flags_keep_their_names_defaults_and_help() -> None:
+    flags = {a.option_strings[0]: a for a in test_cli.parser()._actions if a.option_strings}
+    assert flags["--partition-shapes"].default is None and flags["--partition-shapes"].help == (
+        "comma list of halves, one, leader, majorities-ring, bridge, follower, broker "
+        "(default: all)")
+    assert flags["--lagging-duration"].default == 15.0 and flags["--lagging-duration"].help == (
+        "seconds the lagging-follower nemesis keeps a follower cut off, so that the leader "
+        "snapshots past it and it must install the snapshot (default 15)")
+    assert flags["--spares"].default == 2 and flags["--spares"].help == (
+        "with the membership nemesis: nodes deployed as observers beside --nodes, for it to add "
+        "as voters (default 2)")
+
+
+def test_a_value_of_each_fault_option_reaches_the_run_and_test_json() -> None:
+    argv: list[str] = []
+    expected: dict[str, Any] = {}
+    for option in OPTIONS:
+        if isinstance(option.type, Seconds):
+            text, value = "2.5", 2.5
+        elif isinstance(option.type, Count):
+            text, value = str(option.type.high), option.type.high
+        else:
+            assert isinstance(option.type, Choices)
+            value = list(option.type.allowed[-2:])
+            text = ",".join(value)
+        argv += [option.flag, text]
+        expected[option.name] = value
+    config = test_cli.config_from(test_cli.parser().parse_args(argv))
+    assert config.nemesis_options == expected
+    recorded = config.to_json()
+    assert {name: recorded[name] for name in expected} == expected
+
+
+def test_test_json_keeps_each_fault_option_a_key_of_its_own_where_it_stood() -> None:
+    keys = list(TestConfig().to_json())
+    assert "nemesis_options" not in keys
+    assert keys[keys.index("nemesis_interval"):keys.index("brokers") + 1] == [
+        "nemesis_interval", "partition_shapes", "lagging_duration", "spares", "brokers"]
+    with pytest.raises(ValueError, match="unknown nemesis options shapes"):
+        TestConfig(nemesis_options={"shapes": []})
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--spares", "9"], "--spares: must be from 0 to 8, got 9"),
+    (["--spares", "x"], "argument --spares: invalid int value: 'x'"),
+    (["--partition-shapes", "triangle"], "--partition-shapes: unknown value triangle; one of: "
+     "halves, one, leader, majorities-ring, bridge, follower, broker"),
+    (["--lagging-duration", "inf"], "argument --lagging-duration: must be a finite number of "
+     "seconds from 0.001 to 1e+07, got 'inf'"),
+])
+def test_a_bad_fault_option_is_refused_in_the_words_it_was(
+        argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert test_cli.main(argv) == 64
+    assert capsys.readouterr().err.strip() == f"kraft test: {message}"
 
 
 def test_a_kraft_process_skips_hypothesis_and_an_in_process_caller_keeps_it() -> None:

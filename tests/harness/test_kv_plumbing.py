@@ -97,7 +97,8 @@ def test_the_cli_takes_kv_the_lagging_follower_and_its_duration() -> None:
          "12.5", "--partition-shapes", "follower"])
     config = test_cli.config_from(args)
     assert config.workload == "kv" and config.nemesis == ["partition", "lagging-follower"]
-    assert config.lagging_duration == 12.5 and config.partition_shapes == ["follower"]
+    assert config.nemesis_options["lagging_duration"] == 12.5
+    assert config.nemesis_options["partition_shapes"] == ["follower"]
     assert config.to_json()["lagging_duration"] == 12.5
     default = test_cli.config_from(test_cli.parser().parse_args([]))
     assert default.nemesis == ["partition", "pause", "kill"]

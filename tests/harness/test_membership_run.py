@@ -73,8 +73,8 @@ def test_spares_are_named_on_from_the_voters_only_with_the_membership_nemesis() 
     config = TestConfig(nodes=list(NODES), nemesis=["membership", "kill"], seed=7)
     assert config.spare_nodes() == ["n6", "n7"]
     assert config.all_nodes() == [*NODES, "n6", "n7"]
-    assert TestConfig(nodes=["n1", "n6"], nemesis=["membership"], spares=2).spare_nodes() == [
-        "n3", "n4"]
+    assert TestConfig(nodes=["n1", "n6"], nemesis=["membership"],
+                      nemesis_options={"spares": 2}).spare_nodes() == ["n3", "n4"]
     plain = TestConfig(nodes=list(NODES), nemesis=["partition"])
     assert plain.spare_nodes() == [] and plain.all_nodes() == NODES
     assert "membership" not in plain.to_json()

@@ -88,9 +88,9 @@ class Leading:
 
 def test_the_partition_nemesis_draws_the_broker_shape_only_when_there_are_brokers() -> None:
     with_brokers = build(["partition"], Env(Net(), Leading(), NODES,  # type: ignore[arg-type]
-                                            brokers=BROKERS), [])
+                                            brokers=BROKERS))
     assert isinstance(with_brokers[0], Partition) and "broker" in with_brokers[0].shapes
-    without = build(["partition"], Env(Net(), Leading(), CONTROLLERS), [])  # type: ignore[arg-type]
+    without = build(["partition"], Env(Net(), Leading(), CONTROLLERS))  # type: ignore[arg-type]
     assert isinstance(without[0], Partition) and "broker" not in without[0].shapes
 
 

@@ -159,7 +159,7 @@ def test_the_registry_builds_it_only_for_a_target_that_can_replay() -> None:
     cluster = Cluster(hosts)
     assert available(hosts, cluster)["stale-incarnation"] is None  # type: ignore[arg-type]
     built = build(["stale-incarnation"],
-                  Env(hosts, cluster, NODES, brokers=BROKERS), [])  # type: ignore[arg-type]
+                  Env(hosts, cluster, NODES, brokers=BROKERS))  # type: ignore[arg-type]
     assert isinstance(built[0], StaleIncarnation) and built[0].instant
 
     class Plain:

@@ -213,10 +213,10 @@ def test_disk_kinds_are_refused_with_the_reason_and_built_when_usable() -> None:
         "no /dev/fuse (apt-get install fuse3)"
     usable = available(env.backend, env.db, None)  # type: ignore[arg-type]
     assert usable["power-loss"] is None
-    faults = build(["fsync-stall", "power-loss", "corrupt"], env, [])
+    faults = build(["fsync-stall", "power-loss", "corrupt"], env)
     assert [f.kind for f in faults] == ["fsync-stall", "power-loss", "corrupt"]
     with pytest.raises(TypeError, match="fault filesystem"):
-        build(["power-loss"], Env(env.backend, env.db, NODES), [])
+        build(["power-loss"], Env(env.backend, env.db, NODES))
 
 
 # -- the runner's levers: `kraft faultfs` through the backend ----------------------------------

@@ -117,12 +117,12 @@ def test_the_partition_stop_keeps_the_lagging_followers_cuts() -> None:
 def test_the_registry_knows_it_but_runs_it_only_when_asked() -> None:
     assert "lagging-follower" in KINDS and "lagging-follower" not in DEFAULT_KINDS
     assert available(Net(), Leading("n1"))["lagging-follower"] is None  # type: ignore[arg-type]
-    faults = build(["partition", "lagging-follower"], _env(Net()), [], lagging_duration=3.0)
+    faults = build(["partition", "lagging-follower"], _env(Net()), {"lagging_duration": 3.0})
     lagging = faults[1]
     assert isinstance(lagging, LaggingFollower) and lagging.duration == 3.0
     partition = faults[0]
     assert isinstance(partition, Partition) and partition.links is lagging.links
-    assert build(["lagging-follower"], _env(Net()), [])[0].hold == DURATION  # type: ignore[attr-defined]
+    assert build(["lagging-follower"], _env(Net()))[0].hold == DURATION  # type: ignore[attr-defined]
 
 
 class Step(Fault):

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from contracts.history import History
+from contracts.target import CanChangeMembership
 from nemesis.base import Env
-from nemesis.membership import CanChangeMembership, Membership, Plan, min_voters, plan
+from nemesis.membership import Membership, Plan, min_voters, plan
 from nemesis.registry import DEFAULT_KINDS, KINDS, available, build
 from nemesis.schedule import Schedule
 
@@ -250,7 +251,7 @@ def test_registry_offers_membership_only_to_a_target_that_can_change_voters() ->
     assert "cannot change its voters" in str(available(hosts, object())["membership"])  # type: ignore[arg-type]
     assert isinstance(Quorum(hosts, INITIAL, "n1"), CanChangeMembership)
     env = Env(hosts, Quorum(hosts, INITIAL, "n1"), list(NODES))  # type: ignore[arg-type]
-    [fault] = build(["membership"], env, [], initial_voters=5)
+    [fault] = build(["membership"], env, initial_voters=5)
     assert isinstance(fault, Membership) and fault.state.floor == 3
 
 

@@ -298,7 +298,7 @@ def test_registry_offers_it_by_name_only_where_the_levers_exist(tmp_path: Path) 
     assert KIND in KINDS and KIND not in DEFAULT_KINDS
     cluster = Cluster(tmp_path)
     env = Env(cluster, cluster, list(NODES))  # type: ignore[arg-type]
-    (fault,) = build([KIND], env, [])
+    (fault,) = build([KIND], env)
     assert isinstance(fault, Targeted) and fault.instant
 
     class NoData(Cluster):
