@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reference_node.raft.brokers import BrokerIdentity, BrokerInfo, new_incarnation
+from reference_node.raft.brokers import BrokerIdentity, new_incarnation
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.messages import (
     BrokerHeartbeatRequest,
@@ -49,6 +49,7 @@ from reference_node.raft.messages import (
     ErrorCode,
 )
 from reference_node.raft.sim.invariants import Invariants, Violation
+from reference_node.raft.sim.oracle import Broker, fold_brokers, observed_brokers
 from reference_node.raft.states import NEVER
 
 if TYPE_CHECKING:
@@ -371,18 +372,15 @@ class BrokerWatch:
                 )
 
 
-def leader_view(node: SimNode) -> dict[int, BrokerInfo]:
+def leader_view(node: SimNode) -> dict[int, Broker]:
     """The brokers as a leader's log has them: its committed image, then every record above it
-    (committed or not): what it will commit, whatever it answered."""
+    (committed or not), applied by the oracle's model: what it will commit, whatever it
+    answered."""
     core: RaftCore | None = node.core
     assert core is not None
     image = core.image
     log = core.log_view
-    pending = log.read(image.end_offset, log.end_offset) if log.end_offset > image.end_offset \
-        else ()
-    if not pending:
-        return dict(image.brokers)
-    view = image.copy()
-    for entry in pending:
-        view.apply(entry)
-    return dict(view.brokers)
+    view = observed_brokers(image.brokers)
+    if log.end_offset > image.end_offset:
+        fold_brokers(view, log.read(image.end_offset, log.end_offset))
+    return view
