@@ -125,4 +125,4 @@ def test_the_voter_invariants_say_what_is_wrong() -> None:
     with pytest.raises(Violation, match="VoterSetAtLogEnd: node 2 holds"):
         inv.voters_at_log_end(2, VoterSet.of([1, 2]), VoterSet.of([1, 2, 3]))
     with pytest.raises(Violation, match=r"only 1 voters of \[2, 3\] \(need 2\)"):
-        inv.majority_flushed(1, 10, 1, 2, [2, 3])
+        inv.majority_flushed(1, 10, 1, [2, 3])

@@ -6,18 +6,21 @@ node's flush; let the network, and maybe the disks, settle; a fault: drop or dup
 crash a node; restart a node; append from a client) and runs it against an in-memory cluster whose
 hosts carry out every `Ready` as its docstring says, so that a crash loses exactly what a real
 disk would. After every rule the invariants below are checked against everything seen so far in
-the run; a broken one raises `Broken`, and Hypothesis shrinks the program to a short one that
-still breaks it. The `settle` rule is what lets short programs reach deep states (an election, a
-commit, a new epoch) often enough for the faults in between to matter.
+the run; a broken one raises the simulator's `Violation`, and Hypothesis shrinks the program to a
+short one that still breaks it. The `settle` rule is what lets short programs reach deep states (an
+election, a commit, a new epoch) often enough for the faults in between to matter.
+
+The invariants are the simulator's (`reference_node.raft.sim.invariants.Invariants`, with its own
+models of the committed state, sim/oracle.py), fed what the hosts show: one copy of each rule.
 
 | invariant | holds when |
 | --- | --- |
-| one leader per epoch | no two nodes ever lead the same epoch |
-| epochs only grow | a node's epoch never goes down, across restarts too |
-| high watermark only grows | while a node runs, its high watermark never goes down |
-| committed prefixes agree | below its high watermark, every node holds the entries any node committed there |
-| acknowledged appends stay | every leader of the acknowledging epoch or a later one holds each acknowledged entry |
-| only voters campaign | the observer is never prospective, candidate or leader |
+| SingleLeader | no two nodes ever lead the same epoch |
+| MonotonicEpoch | a node's epoch never goes down, across restarts too |
+| MonotonicHighWatermark | while a node runs, its high watermark never goes down |
+| ConsistentCommittedData | below its high watermark, every node holds the entries any node committed there (looked at again after every rule, not only as the high watermark moves), and its image is the committed log's fold |
+| NoAckedAppendLost | an acknowledged append is committed at its offset; and every leader of the acknowledging epoch or a later one holds it (the machine's own check: its programs are too short for the simulator's, an overwrite that commits) |
+| OnlyVotersCampaign | the observer is never prospective, candidate or leader (the machine's own: the simulator judges the harm at the end of a run, ObserversFollow) |
 
 The other tests run the same machine with unsafe switches that break one of them, to show that
 the machine finds real defects rather than passing for want of trying.
@@ -41,7 +44,8 @@ from hypothesis.stateful import (
 
 from reference_node.raft.api import AppendReply, Ready
 from reference_node.raft.config import RaftConfig, Unsafe
-from reference_node.raft.messages import Entry, ErrorCode
+from reference_node.raft.messages import ErrorCode
+from reference_node.raft.sim.invariants import Invariants, Violation
 from testkit.raft_cluster import Cluster
 
 VOTERS = (1, 2, 3)
@@ -60,12 +64,6 @@ class Fault(enum.Enum):
     CRASH = "crash"
 
 
-class Broken(AssertionError):
-    def __init__(self, invariant: str, detail: str) -> None:
-        super().__init__(f"{invariant}: {detail}")
-        self.invariant = invariant
-
-
 @dataclass(frozen=True, slots=True)
 class Ack:
     """An append the leader of `epoch` acknowledged: `payload` committed at `offset`."""
@@ -80,9 +78,10 @@ class RaftMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.leaders: dict[int, int] = {}
-        self.committed: list[Entry] = []
+        self.inv = Invariants()
         self.acks: list[Ack] = []
+        self.acks_checked = 0
+        """How many of `acks` the invariants were told of."""
         self.requests: dict[int, tuple[bytes, ...]] = {}
         self.epochs: dict[int, int] = {}
         self.high_watermarks: dict[tuple[int, int], int] = {}
@@ -104,11 +103,10 @@ class RaftMachine(RuleBasedStateMachine):
 
     def entered(self, node: int, state: str, epoch: int) -> None:
         if node in OBSERVERS and state in CAMPAIGNING:
-            raise Broken("only voters campaign", f"observer {node} became {state} in epoch {epoch}")
+            raise Violation("OnlyVotersCampaign",
+                            f"observer {node} became {state} in epoch {epoch}")
         if state == "leader":
-            leader = self.leaders.setdefault(epoch, node)
-            if leader != node:
-                raise Broken("one leader per epoch", f"nodes {leader} and {node} both led epoch {epoch}")
+            self.inv.leader(node, epoch)
 
     # --- choosing among what is eligible --------------------------------------------------------
 
@@ -205,43 +203,30 @@ class RaftMachine(RuleBasedStateMachine):
     # --- invariants -----------------------------------------------------------------------------
 
     @invariant()
-    def epochs_only_grow(self) -> None:
-        for node in self.up():
-            epoch = self.cluster.core(node).epoch
-            before = self.epochs.get(node, 0)
-            if epoch < before:
-                raise Broken("epochs only grow", f"node {node} went from epoch {before} to {epoch}")
-            self.epochs[node] = epoch
-
-    @invariant()
-    def high_watermark_only_grows(self) -> None:
-        for node in self.up():
-            key = (node, self.cluster.hosts[node].incarnation)
-            hw = self.cluster.core(node).high_watermark
-            before = self.high_watermarks.get(key, 0)
-            if hw < before:
-                raise Broken("high watermark only grows", f"node {node} went from {before} to {hw}")
-            self.high_watermarks[key] = hw
-
-    @invariant()
-    def committed_prefixes_agree(self) -> None:
+    def invariants_hold(self) -> None:
+        """After every rule, in this order: each running node's epoch and high watermark (and
+        what it holds below it), then the appends acknowledged since the last rule (committed by
+        then: the leader that acknowledged them is still up, its high watermark past them)."""
+        inv = self.inv
         for node in self.up():
             core = self.cluster.core(node)
-            for offset in range(core.high_watermark):
-                entry = core.log_view.get(offset)
-                if entry is None:
-                    raise Broken("committed prefixes agree",
-                                 f"node {node} has high watermark {core.high_watermark} "
-                                 f"but no entry at {offset}")
-                if offset == len(self.committed):
-                    self.committed.append(entry)
-                elif entry != self.committed[offset]:
-                    raise Broken("committed prefixes agree",
-                                 f"node {node} holds {entry} below its high watermark, "
-                                 f"{self.committed[offset]} was committed there")
+            before = self.epochs.get(node, 0)
+            inv.epoch(node, before, core.epoch)
+            self.epochs[node] = core.epoch
+            key = (node, self.cluster.hosts[node].incarnation)
+            low, hw = self.high_watermarks.get(key, 0), core.high_watermark
+            log = core.log_view
+            inv.high_watermark(node, low, hw, log.get, log.start_offset, core.image)
+            inv.holds_committed(node, log.start_offset, low, hw, log.get)
+            self.high_watermarks[key] = hw
+        for ack in self.acks[self.acks_checked :]:
+            inv.acknowledged(ack.offset, ack.payload)
+        self.acks_checked = len(self.acks)
+        self.leaders_hold_acknowledged()
 
-    @invariant()
-    def acknowledged_appends_stay(self) -> None:
+    def leaders_hold_acknowledged(self) -> None:
+        """NoAckedAppendLost on the leaders' logs: a leader that lacks an acknowledged entry would
+        overwrite it (Raft's Leader Completeness)."""
         cores = {n: self.cluster.core(n) for n in self.up()}
         leaders = {n: core for n, core in cores.items() if core.is_leader}
         for ack in self.acks:
@@ -250,9 +235,10 @@ class RaftMachine(RuleBasedStateMachine):
                     continue  # an older leader that has not heard of the newer epoch yet
                 entry = leader.log_view.get(ack.offset)
                 if entry is None or entry.payload != ack.payload:
-                    raise Broken("acknowledged appends stay",
-                                 f"{ack.payload!r} was acknowledged at {ack.offset} in epoch "
-                                 f"{ack.epoch}; leader {node} of epoch {leader.epoch} holds {entry}")
+                    raise Violation("NoAckedAppendLost",
+                                    f"{ack.payload!r} was acknowledged at {ack.offset} in epoch "
+                                    f"{ack.epoch}; leader {node} of epoch {leader.epoch} holds "
+                                    f"{entry}")
 
 
 def machine_settings(max_examples: int) -> settings:
@@ -279,7 +265,7 @@ def find_defect(switch: Unsafe, max_examples: int) -> None:
     # Generation only: the test needs a violation, not its shortest form.
     search = settings(machine_settings(max_examples), phases=[Phase.generate],
                       report_multiple_bugs=False)
-    with pytest.raises(Broken):
+    with pytest.raises(Violation):
         run_state_machine_as_test(WithSwitch, settings=search)
 
 

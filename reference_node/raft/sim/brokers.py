@@ -2,7 +2,7 @@
 simulated clock, and what the seeds exercised.
 
 Theory of operation: a broker is a node the host runs with a `BrokerIdentity` (host.py): an
-observer of the metadata log that registers with the leader and heartbeats it (raft/brokers.py).
+observer of the metadata log that registers with the leader and heartbeats it (raft/lifecycle.py).
 Every start of a broker is a new process, so a new incarnation, made by `new_incarnation` from the
 simulated clock (on a fixed Unix base, `SIM_UNIX_MS`) and the seed's broker stream: time-ordered,
 so that a restart compares greater than the process it replaces.
@@ -48,8 +48,8 @@ from reference_node.raft.messages import (
     BrokerRegistrationRequest,
     ErrorCode,
 )
-from reference_node.raft.records import BrokerInfo
 from reference_node.raft.sim.invariants import Invariants, Violation
+from reference_node.raft.sim.oracle import Broker, fold_brokers, observed_brokers
 from reference_node.raft.states import NEVER
 
 if TYPE_CHECKING:
@@ -372,18 +372,15 @@ class BrokerWatch:
                 )
 
 
-def leader_view(node: SimNode) -> dict[int, BrokerInfo]:
+def leader_view(node: SimNode) -> dict[int, Broker]:
     """The brokers as a leader's log has them: its committed image, then every record above it
-    (committed or not): what it will commit, whatever it answered."""
+    (committed or not), applied by the oracle's model: what it will commit, whatever it
+    answered."""
     core: RaftCore | None = node.core
     assert core is not None
     image = core.image
     log = core.log_view
-    pending = log.read(image.end_offset, log.end_offset) if log.end_offset > image.end_offset \
-        else ()
-    if not pending:
-        return dict(image.brokers)
-    view = image.copy()
-    for entry in pending:
-        view.apply(entry)
-    return dict(view.brokers)
+    view = observed_brokers(image.brokers)
+    if log.end_offset > image.end_offset:
+        fold_brokers(view, log.read(image.end_offset, log.end_offset))
+    return view

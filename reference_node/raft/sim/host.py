@@ -857,8 +857,7 @@ class Cluster:
                 entry is mine or (entry.epoch == mine.epoch and entry.payload == mine.payload)
             ):
                 holders += 1
-        self.inv.majority_flushed(leader.id, hw, holders, voters.majority,
-                                  voters.sorted() if self.dynamic else None)
+        self.inv.majority_flushed(leader.id, hw, holders, voters.ids, self.dynamic)
 
     # --- KIP-853's checks -----------------------------------------------------------------------
 

@@ -45,25 +45,28 @@ call the core's own decision code; the host steps every delivered message throug
 `Behaviour.receive`.
 
 The broker checks are on only with brokers (`Invariants(brokers=True)`): a run without brokers pays
-nothing for them. Broker records are recognised by the design's format (a JSON object whose first
-key, sorted, is "broker"), read here independently of the node's own decoder.
+nothing for them.
 
-The committed log is kept whole (`committed`), with its fold: the running image, the outcome of
-every offset, (records, digest) after every prefix, and a copy of the image every
-`CHECKPOINT_EVERY` offsets, so that the image at any offset costs at most that many applies. A
+What the checks expect comes from their own models (oracle.py), never from the code they judge:
+the committed log's fold is the oracle's `StateModel`, not `Image.apply`; a majority is the
+oracle's count, not `VoterSet.majority`; broker records are read by the oracle, not by the node's
+decoder. A bug planted in the implementation then shows as a disagreement, not as a changed
+expectation (tests/raft/test_sim_oracle.py plants some).
+
+The committed log is kept whole (`committed`), with its fold: the running model, the outcome of
+every offset, (records, digest) after every prefix, and a copy of the model every
+`CHECKPOINT_EVERY` offsets, so that the state at any offset costs at most that many applies. A
 snapshot's content is compared with the committed fold once per snapshot id (later copies of the
 same id only have to equal the first: SnapshotsAgree).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Collection, Hashable
 from typing import TYPE_CHECKING, Any
 
 from reference_node.raft.api import Receive
-from reference_node.raft.image import GENESIS_DIGEST, Image
 from reference_node.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -82,10 +85,23 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from reference_node.raft.voters import VoterSet, overlapping
+from reference_node.raft.sim.oracle import (
+    GENESIS_DIGEST,
+    BrokerRecord,
+    StateModel,
+    broker_record,
+    brokers_key,
+    image_content,
+    majorities_meet,
+    majority,
+    observed_brokers,
+    voters_content,
+)
 
 if TYPE_CHECKING:
     from reference_node.raft.core import RaftCore
+    from reference_node.raft.image import Image
+    from reference_node.raft.voters import VoterSet
 
 INVARIANTS = (
     "SingleLeader",
@@ -145,13 +161,14 @@ class Invariants:
         self.committed: list[Entry] = []
         self.acked: dict[int, bytes] = {}
         self.max_acked = -1
-        self.image = Image()
-        """The committed log's fold: the image every node must reach at `len(committed)`."""
+        self.image = StateModel()
+        """The committed log's fold (the oracle's model): the image every node must reach at
+        `len(committed)`."""
         self.outcomes: list[str | None] = []
-        """What applying each committed offset did (`Image.apply`)."""
+        """What applying each committed offset did (`StateModel.apply`)."""
         self.folds: list[tuple[int, bytes]] = [(0, GENESIS_DIGEST)]
         """(records, digest) of the image after the first k committed entries, at index k."""
-        self.checkpoints: list[Image] = [Image()]
+        self.checkpoints: list[StateModel] = [StateModel()]
         """The committed image at every multiple of CHECKPOINT_EVERY."""
         self.snapshots: dict[SnapshotId, Image] = {}
         """The first content seen for each snapshot id."""
@@ -212,11 +229,20 @@ class Invariants:
                     f"but only {len(committed)} entries were ever committed",
                 )
             old = log_start
-        for offset in range(old, new):
+        self.holds_committed(node, old, new, new, entry_at)
+        if image is not None:
+            self.image_matches(node, image)
+
+    def holds_committed(self, node: int, start: int, end: int, hw: int,
+                        entry_at: Callable[[int], Entry | None]) -> None:
+        """Every entry `node` (HW `hw`) holds in [start, end) is the one committed there; one
+        just past the committed log's end is committed now."""
+        committed = self.committed
+        for offset in range(start, end):
             entry = entry_at(offset)
             if entry is None:
                 raise Violation(
-                    "ConsistentCommittedData", f"node {node} has HW {new} but no entry at {offset}"
+                    "ConsistentCommittedData", f"node {node} has HW {hw} but no entry at {offset}"
                 )
             if offset < len(committed):
                 if not same_entry(entry, committed[offset]):
@@ -229,8 +255,6 @@ class Invariants:
                     )
             elif offset == len(committed):
                 self._commit(entry)
-        if image is not None:
-            self.image_matches(node, image)
 
     def _commit(self, entry: Entry) -> None:
         """`entry` is committed at the end of the committed log: fold it in."""
@@ -240,18 +264,18 @@ class Invariants:
         self.folds.append((image.records, image.digest))
         folds = self.broker_folds
         if folds is not None:
-            record = _broker_record(entry)
+            record = broker_record(entry)
             if record is None:
                 folds.append(folds[-1])
             else:
                 self._broker_committed(entry.offset, record)
-                folds.append(_brokers_key(image.brokers))
+                folds.append(brokers_key(image.brokers))
         if image.end_offset % CHECKPOINT_EVERY == 0:
             self.checkpoints.append(image.copy())
         if self.pending:
             self._check_pending()
 
-    def image_at(self, offset: int) -> Image:
+    def image_at(self, offset: int) -> StateModel:
         """The committed log's image at `offset` (<= len(committed)); do not change it."""
         if offset == len(self.committed):
             return self.image
@@ -273,7 +297,7 @@ class Invariants:
             )
         folds = self.broker_folds
         if folds is not None and end <= len(self.committed):
-            held = _brokers_key(image.brokers)
+            held = brokers_key(observed_brokers(image.brokers))
             if held != folds[end]:
                 raise Violation(
                     "BrokersAgree",
@@ -283,12 +307,13 @@ class Invariants:
 
     # --- brokers --------------------------------------------------------------------------------
 
-    def _broker_committed(self, offset: int, record: dict[str, Any]) -> None:
+    def _broker_committed(self, offset: int, record: BrokerRecord) -> None:
         """A broker record committed at `offset`: registrations never go back to an older
         incarnation; an unfence names a caught-up offset."""
-        op, broker = record.get("op"), record.get("broker")
-        if op == "register-broker" and isinstance(broker, int):
-            incarnation = uuid.UUID(str(record.get("incarnation")))
+        op, broker = record.op, record.broker
+        if op == "register-broker":
+            incarnation = record.incarnation
+            assert incarnation is not None
             before = self.registered.get(broker)
             if before is not None and incarnation.int < before[0].int:
                 raise Violation(
@@ -297,9 +322,8 @@ class Invariants:
                     f"{incarnation}, older than {before[0]} it registered with at {before[1]}",
                 )
             self.registered[broker] = (incarnation, offset)
-        elif op == "unfence-broker" and isinstance(broker, int):
-            self.unfence_caught_up(None, broker, int(record.get("epoch", -1)),
-                                   int(record.get("caught_up", -1)), offset)
+        elif op == "unfence-broker":
+            self.unfence_caught_up(None, broker, record.epoch, record.caught_up, offset)
 
     def unfence_caught_up(self, node: int | None, broker: int, epoch: int, caught_up: int,
                           offset: int | None) -> None:
@@ -344,7 +368,7 @@ class Invariants:
     def snapshot_seen(self, node: int, sid: SnapshotId, image: Image) -> None:
         """`node` holds `image` as snapshot `sid` (its own, or downloaded from the leader)."""
         first = self.snapshots.setdefault(sid, image)
-        if first is not image and first != image:
+        if first is not image and image_content(first) != image_content(image):
             raise Violation(
                 "SnapshotsAgree",
                 f"node {node}'s snapshot {_sid(sid)} holds {image!r}; another copy holds {first!r}",
@@ -379,7 +403,7 @@ class Invariants:
                 ("records", image.records, want.records),
                 ("digest", image.digest.hex()[:12], want.digest.hex()[:12]),
                 ("kv", image.kv, want.kv),
-                ("brokers", image.brokers, want.brokers),
+                ("brokers", observed_brokers(image.brokers), want.brokers),
             )
             if got != expected
         ]
@@ -405,13 +429,16 @@ class Invariants:
                 f"there (durable: {held})",
             )
 
-    def majority_flushed(self, node: int, hw: int, holders: int, majority: int,
-                         voters: list[int] | None = None) -> None:
-        if holders < majority:
-            of = f" of {voters}" if voters is not None else ""
+    def majority_flushed(self, node: int, hw: int, holders: int, voters: Collection[int],
+                         named: bool = True) -> None:
+        """`holders` of `voters` (ids) have flushed entry `hw - 1` as leader `node` has it
+        (`named`: the message lists the voters)."""
+        need = majority(len(voters))
+        if holders < need:
+            of = f" of {sorted(voters)}" if named else ""
             raise Violation(
                 "MajorityReachedHighWatermark",
-                f"leader {node} set HW {hw} but only {holders} voters{of} (need {majority}) "
+                f"leader {node} set HW {hw} but only {holders} voters{of} (need {need}) "
                 f"have flushed entry {hw - 1}",
             )
 
@@ -430,7 +457,7 @@ class Invariants:
 
     def voter_sets_overlap(self, node: int, epoch: int, committed: VoterSet,
                            latest: VoterSet) -> None:
-        if not overlapping(committed, latest):
+        if not majorities_meet(committed.ids, latest.ids):
             raise Violation(
                 "VoterSetsOverlap",
                 f"leader {node} (epoch {epoch}): its committed voters {committed.sorted()} and "
@@ -438,7 +465,7 @@ class Invariants:
             )
 
     def voters_at_log_end(self, node: int, held: VoterSet, at_log_end: VoterSet) -> None:
-        if held != at_log_end:
+        if voters_content(held) != voters_content(at_log_end):
             raise Violation(
                 "VoterSetAtLogEnd",
                 f"node {node} holds the voter set {held!r}; its log ends with {at_log_end!r}",
@@ -718,12 +745,13 @@ class Behaviour:
 
     def _majority(self, node: int, core: RaftCore, kind: str, epoch: int,
                   allowed: set[int]) -> None:
-        voters = core.voters
-        if voters.count(allowed | {node}) < voters.majority:
+        voters = core.voters.ids
+        need = majority(len(voters))
+        if len(voters & (allowed | {node})) < need:
             raise Violation(
                 "GrantsOfOwnEpoch",
                 f"node {node} won its {kind} for epoch {epoch} with grants of that epoch from "
-                f"{sorted(allowed)} only (voters {voters.sorted()}, majority {voters.majority})",
+                f"{sorted(allowed)} only (voters {sorted(voters)}, majority {need})",
             )
 
 
@@ -809,23 +837,6 @@ def _stepped_down(node: int, core: RaftCore, message: Message, epoch: int, befor
             f"node {node} handled {type(message).__name__} of epoch {epoch} in epoch {before} "
             f"and is still {role} in epoch {core.epoch}",
         )
-
-
-def _broker_record(entry: Entry) -> dict[str, Any] | None:
-    """The broker record (the design's JSON, keys sorted: "broker" first) an entry holds, or
-    None."""
-    payload = entry.payload
-    if entry.kind is not EntryKind.DATA or not payload.startswith(b'{"broker"'):
-        return None
-    try:
-        record = json.loads(payload)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) and "op" in record else None
-
-
-def _brokers_key(brokers: dict[int, Any]) -> tuple[Any, ...]:
-    return tuple(sorted(brokers.items()))
 
 
 def _sid(sid: SnapshotId) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.invariants import Invariants
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.oracle import majority
 
 ZOMBIE_SLACK_MS = 1000
 """Time for the last fetch responses to arrive and be counted, past the progress timeouts."""
@@ -42,7 +43,7 @@ class ZombieWatch:
         self.by_id = {node.id: node for node in voters}
         self.net = net
         self.inv = inv
-        self.majority = len(voters) // 2 + 1
+        self.majority = majority(len(voters))
         self.limit_ms = 2 * check_quorum_timeout_ms + ZOMBIE_SLACK_MS
         self.dynamic = dynamic
         self.cut_since: dict[int, int] = {}
@@ -86,7 +87,7 @@ class ZombieWatch:
                 if other is not None and other.alive and other.counts_as(v) and \
                         link(n, v.id) and link(v.id, n):
                     reach += 1
-            if reach < voters.majority:
+            if reach < majority(len(voters)):
                 cut[n] = self.cut_since.get(n, now)
         self.cut_since = cut
 
