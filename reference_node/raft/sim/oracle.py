@@ -16,7 +16,7 @@ models say, written from the rules rather than from the implementation:
   a node holds into the models' terms, field by field, so that nothing is compared with the
   implementation's own `__eq__`.
 
-It imports the log's entry types and nothing of image.py, voters.py or the broker records (records.py).
+It imports the log's entry types and nothing of image.py, voters.py or records.py.
 """
 
 from __future__ import annotations
