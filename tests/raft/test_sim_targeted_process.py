@@ -31,8 +31,8 @@ from reference_node.raft.sim.events import (
     TickDue,
 )
 from reference_node.raft.sim.faults import FAULTS, parse_faults
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.nemesis import FAULT_STARTS
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
 
 PROCESS_FAULTS = ("pause", "leader-stall", "crash-after-persist", "vote-delay")

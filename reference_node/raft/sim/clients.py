@@ -45,8 +45,8 @@ from reference_node.raft.sim.events import (
     Dropped,
     EventQueue,
 )
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.invariants import Invariants
+from reference_node.raft.sim.node import SimNode
 
 CLIENT_TIMEOUT_MS = 3000
 KV_KEYS: tuple[str | int, ...] = ("x", "y", 7)

@@ -53,7 +53,8 @@ from reference_node.raft.sim.events import (
     MembershipStart,
     MembershipStop,
 )
-from reference_node.raft.sim.host import Cluster, SimNode, new_directory_id
+from reference_node.raft.sim.host import Cluster
+from reference_node.raft.sim.node import SimNode, new_directory_id
 from reference_node.raft.sim.zombies import ZombieWatch
 from reference_node.raft.voters import VoterSet
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.states import Leader
 
 if TYPE_CHECKING:

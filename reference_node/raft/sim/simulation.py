@@ -78,11 +78,12 @@ from reference_node.raft.sim.events import (
     VoterRestart,
 )
 from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS, Weights
-from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
+from reference_node.raft.sim.host import Cluster, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
 from reference_node.raft.sim.nemesis import Nemesis
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.sim.zombies import ZombieWatch
 
 RECENT_EVENTS = 40
