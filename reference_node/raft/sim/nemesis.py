@@ -72,6 +72,7 @@ from reference_node.raft.sim.shapes import (
     POLL_MS,
     STEPS,
     Shape,
+    ShapeStart,
     start_chain,
     start_diverge,
     start_observer_lag,
@@ -90,6 +91,8 @@ Victims = tuple[int, ...] | None
 
 
 class Nemesis:
+    """The one-at-a-time faults; to the targeted shapes, their `ShapePowers` (powers.py)."""
+
     def __init__(
         self,
         faults: tuple[str, ...],
@@ -187,6 +190,15 @@ class Nemesis:
         if self.queue.seq == before:
             self.step_in(POLL_MS, event.step)
         return DROPPED
+
+    # --- the powers a targeted shape has (powers.ShapePowers) -------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.queue.now
+
+    def recompute_zombies(self) -> None:
+        self.zombies.recompute(self.queue.now)
 
     def step_in(self, after_ms: int, step: str) -> None:
         """Queue the active shape's `step` `after_ms` from now."""
@@ -593,6 +605,17 @@ class Nemesis:
         return self._stop_nodes([broker], graceful=False)
 
 
+def _starting(start: ShapeStart) -> Callable[[Nemesis], Victims]:
+    """A targeted shape's start as a fault's: the nemesis keeps the `Shape` it returns (its
+    fault stops no victims; the nodes its steps kill are casualties)."""
+
+    def start_shape(nemesis: Nemesis) -> Victims:
+        nemesis.shape = start(nemesis)
+        return None
+
+    return start_shape
+
+
 FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "drop": Nemesis.start_drop,
     "delay": Nemesis.start_delay,
@@ -610,10 +633,10 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
     "fsync-stall": Nemesis.start_fsync_stall,
-    "zombie-rejoin": start_zombie_rejoin,
-    "diverge": start_diverge,
-    "observer-lag": start_observer_lag,
-    "chain": start_chain,
+    "zombie-rejoin": _starting(start_zombie_rejoin),
+    "diverge": _starting(start_diverge),
+    "observer-lag": _starting(start_observer_lag),
+    "chain": _starting(start_chain),
     "pause": Nemesis.start_pause,
     "leader-stall": Nemesis.start_leader_stall,
     "crash-after-persist": Nemesis.start_crash_after_persist,
