@@ -168,7 +168,7 @@ class Clients:
         if not node.alive or node.inc != event.inc or op is None or node.core is None:
             return None
         if node.hold(event):
-            # A paused node (host.py): the request waits for it to resume. The client still
+            # A paused node (fault_state.py): the request waits for it to resume. The client still
             # waits for this op then: a pause (at most 2.6 s) is shorter than CLIENT_TIMEOUT_MS.
             return DROPPED
         node.pending[op.request_id] = event.client

@@ -135,7 +135,7 @@ class MembershipNemesis:
             self.stats.unanswered += 1
             return None
         if node.hold(event):
-            return DROPPED  # a paused leader (host.py): the request waits for it to resume
+            return DROPPED  # a paused leader (fault_state.py): the request waits for it to resume
         node.core.step(event.request, now_ms=self.queue.now)
         return node
 

@@ -250,7 +250,7 @@ class Simulation:
             ShapeStep: self.nemesis.on_step,
         }
         if dynamic:
-            self.cluster.on_voters_changed = self.zombies.recompute
+            self.cluster.evidence.on_voters_changed = self.zombies.recompute
             membership = MembershipNemesis(self.cluster, self.zombies, self.queue,
                                            streams.membership, config.heal_ms)
             self.membership = membership
