@@ -8,7 +8,8 @@ import heapq
 
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.sim.events import DROPPED
-from reference_node.raft.sim.host import SHUTDOWN_TIMEOUT_MS, SimNode
+from reference_node.raft.sim.host import SHUTDOWN_TIMEOUT_MS
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.sim.simulation import SimConfig, Simulation
 
 REQUEST_TIMEOUT_MS = RaftConfig().request_timeout_ms

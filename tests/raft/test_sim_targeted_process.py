@@ -31,8 +31,8 @@ from reference_node.raft.sim.events import (
     TickDue,
 )
 from reference_node.raft.sim.faults import FAULTS, parse_faults
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.nemesis import FAULT_STARTS
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
 
 PROCESS_FAULTS = ("pause", "leader-stall", "crash-after-persist", "vote-delay")
@@ -76,7 +76,7 @@ def watch_pauses(sim: Simulation) -> tuple[list[Pause], list[tuple[int, int, typ
     pauses: list[Pause] = []
     current: dict[int, Pause] = {}
     stepped_while_paused: list[tuple[int, int, type]] = []
-    original_pause, original_resume = cluster.pause, cluster.resume
+    original_pause, original_resume = cluster.faults.pause, cluster.faults.resume
 
     def pause(node: SimNode) -> None:
         original_pause(node)
@@ -91,8 +91,8 @@ def watch_pauses(sim: Simulation) -> tuple[list[Pause], list[tuple[int, int, typ
             record.resumed = sim.queue.now
         original_resume(node)
 
-    cluster.pause = pause  # type: ignore[method-assign]
-    cluster.resume = resume  # type: ignore[method-assign]
+    cluster.faults.pause = pause  # type: ignore[method-assign]
+    cluster.faults.resume = resume  # type: ignore[method-assign]
 
     def watching(kind: type, handler: Any) -> Any:
         def handle(event: Any) -> Any:
@@ -145,7 +145,7 @@ def test_a_paused_nodes_core_sees_the_jumped_clock() -> None:
     sim = Simulation(0, config("pause"))
     cluster = sim.cluster
     clocks: list[tuple[int, int, int]] = []
-    original_resume = cluster.resume
+    original_resume = cluster.faults.resume
 
     def resume(node: SimNode) -> None:
         before = node.core.now if node.core is not None else None
@@ -153,7 +153,7 @@ def test_a_paused_nodes_core_sees_the_jumped_clock() -> None:
         if before is not None:
             clocks.append((node.id, before, sim.queue.now))
 
-    cluster.resume = resume  # type: ignore[method-assign]
+    cluster.faults.resume = resume  # type: ignore[method-assign]
     result = sim.run()
     assert result.ok, result.violation
     assert clocks and all(now - before >= 1000 for _, before, now in clocks), clocks
@@ -225,7 +225,7 @@ def test_a_crash_after_persist_keeps_the_persisted_state_and_loses_the_sends() -
     for seed in range(3):
         sim = Simulation(seed, config("crash-after-persist"))
         cluster = sim.cluster
-        original = cluster._crashes_after_persist
+        original = cluster.faults.crashes_after_persist
 
         def crashes(node: SimNode, ready: Ready, original: Any = original) -> bool:
             if not original(node, ready):
@@ -233,7 +233,7 @@ def test_a_crash_after_persist_keeps_the_persisted_state_and_loses_the_sends() -
             lost.append(LostReady(node.id, ready, node.qs))
             return True
 
-        cluster._crashes_after_persist = crashes  # type: ignore[method-assign]
+        cluster.faults.crashes_after_persist = crashes  # type: ignore[method-assign]
         on_crash = sim.handlers[PersistCrash]
         crashed_at: dict[int, int] = {}
 
@@ -369,9 +369,9 @@ def test_the_held_events_are_dropped_events() -> None:
     cluster = sim.cluster
     node = cluster.nodes[1]
     sim.cluster.start(node)
-    cluster.pause(node)
+    cluster.faults.pause(node)
     assert node.core is not None
     event = Deliver(1, node.inc, 2, FetchRequest("c", 2, 0, 0, 0, 0), 99)
     assert cluster.on_deliver(event) is DROPPED and node.held == [event]
-    cluster.resume(node)
+    cluster.faults.resume(node)
     assert node.held is None and any(e is event for _, _, e in sim.queue.heap)

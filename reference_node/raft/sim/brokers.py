@@ -54,7 +54,7 @@ from reference_node.raft.states import NEVER
 
 if TYPE_CHECKING:
     from reference_node.raft.core import RaftCore
-    from reference_node.raft.sim.host import SimNode
+    from reference_node.raft.sim.node import SimNode
 
 SIM_UNIX_MS = 1_700_000_000_000
 """The Unix time (ms) the simulated clock's 0 stands for, in incarnation ids."""

@@ -45,8 +45,8 @@ from reference_node.raft.sim.events import (
     Dropped,
     EventQueue,
 )
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.invariants import Invariants
+from reference_node.raft.sim.node import SimNode
 
 CLIENT_TIMEOUT_MS = 3000
 KV_KEYS: tuple[str | int, ...] = ("x", "y", 7)
@@ -168,7 +168,7 @@ class Clients:
         if not node.alive or node.inc != event.inc or op is None or node.core is None:
             return None
         if node.hold(event):
-            # A paused node (host.py): the request waits for it to resume. The client still
+            # A paused node (fault_state.py): the request waits for it to resume. The client still
             # waits for this op then: a pause (at most 2.6 s) is shorter than CLIENT_TIMEOUT_MS.
             return DROPPED
         node.pending[op.request_id] = event.client

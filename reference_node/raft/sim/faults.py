@@ -6,10 +6,11 @@ restarts, and the liveness clock starts. `membership` is the exception (`ALONGSI
 KIP-853's voters in the log, and its nemesis (membership.py) acts all along, beside whichever fault
 is on. The `broker-*` faults (`BROKER_FAULTS`) act on the brokers of `--brokers N` and are left
 out of a run without brokers (the nemesis then draws exactly what it drew before they existed);
-with brokers, half of the turns go to them. `fsync-stall` acts on disks rather than on links or processes: the host holds the stalled
-disks' completions until the fault stops (host.py). `pause` and `leader-stall` stop processes
-without killing them (host.py holds what reaches them), `crash-after-persist` kills them at one
-precise point of a Ready, `vote-delay` slows only the answers of elections. The targeted shapes
+with brokers, half of the turns go to them. `fsync-stall` acts on disks rather than on links or
+processes: the hosts' fault state (fault_state.py) holds the stalled disks' completions until the
+fault stops. `pause` and `leader-stall` stop processes without killing them (the fault state holds
+what reaches them), `crash-after-persist` kills them at one precise point of a Ready,
+`vote-delay` slows only the answers of elections. The targeted shapes
 (`SHAPES`: zombie-rejoin, diverge, observer-lag, chain; sim/shapes.py) act in steps while they
 last, watching the cluster for the leader changes they wait for. By default every fault is drawn
 alike; `--faults crash:3,drop` weighs the draws, and `heavy` (`MIXES`) is every fault with

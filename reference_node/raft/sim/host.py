@@ -14,45 +14,23 @@ later, as a `Flushed` event, after the node's disk latency), start a snapshot wr
 `SnapshotDurable`, then the core hears `SnapshotWritten`), check a downloaded snapshot
 (`SnapshotLoaded` once it is durable, or `SnapshotRefused`), move the log start up to a snapshot
 (deleting the log below it and older snapshots), send the messages (through the node's RPC layer and
-the network), pass the replies to the clients and watch the events. Then it checks the invariants
-the step may have broken (the high watermark's, then the new snapshot's against the committed log)
-and queues the tick the core asked for. Every start is a new incarnation (`inc`): events queued for
-an older one are stale and dropped.
+the network), pass the replies to the clients and watch the events. Then it has the invariants the
+step may have broken checked (`Evidence.after_ready`: the high watermark's, then the new snapshot's
+against the committed log) and queues the tick the core asked for. Every start is a new incarnation
+(`inc`): events queued for an older one are stale and dropped.
 
-Under `fsync-stall` a node's disk completes nothing until the fault stops: a log flush or a
-snapshot write (its own or a downloaded one) that comes due is held back, so the core hears neither
-`LogFlushed` nor `SnapshotWritten`/`SnapshotLoaded` and a crash keeps only what was durable before;
-the stop completes what is held after the disk's normal latency. Messages, reads and ticks go on.
-The quorum-state file is not stalled: `Ready` asks for it to be durable before the step's messages
-leave, and the host writes it at once, so holding it back would freeze the whole node (a pause,
-not a slow disk).
+The faults that act on the hosts rather than on the links (fsync-stall's stalled disks, pause and
+leader-stall's stopped processes, crash-after-persist's and crash-after-vote's crash points) are
+the fault state's (fault_state.py: `HostFaults`): the host asks it wherever they change what
+happens. What the invariants read off each carried-out step is the evidence's (evidence.py).
 
-Under `pause` and `leader-stall` a node's process is stopped as by SIGSTOP: it keeps its memory
-and its disk, but handles nothing. What reaches it meanwhile (messages, whose links are checked as
-they arrive and again when handled, though a process fault cuts none; client and voter-change
-requests; disk completions) waits in arrival order (`SimNode.held`), as in its socket buffers; a
-timer that comes due waits too. When it resumes (`resume`), its clock has jumped: the timer fires
-first, then what waited, in order, before anything else of that millisecond (Kafka's poll loop
-checks its timers before it reads the next message). A crash of a paused node loses what waited
-with it; a graceful shutdown resumes it first (the stop signal wakes it).
-
-Under `crash-after-persist` the victims crash between persisting a Ready and sending its messages:
-the quorum-state file is written (a vote granted, an epoch begun) or the step handled a completed
-flush (a follower's next Fetch, a leader's answers to parked fetches and clients), the rest of the
-Ready up to the messages is carried out, and then the process dies (`PersistCrasher`): the
-messages and the replies never leave. The nemesis restarts it a few ms to 1 s later.
-
-With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory
-id (from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
-the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an
-endpoint, kraft.version 1) and no static voter set; every node's
-`controller.quorum.bootstrap.servers` name all the nodes (pseudo ids -2, -3, ... that the host
-sends on to them: an observer finds the leader whichever nodes vote by then). A
-wiped node starts again on an empty disk with a new directory id (`--no-initial-controllers`).
-Then the set that judges a high watermark is the leader's set in effect when it moved (a voter's
-disk counts only if its directory id is the voter's), the leader's log holds at most one
-uncommitted voter change and its committed and latest sets overlap, and every replica's set is the
-one its log ends with.
+With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory id
+(from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
+the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an endpoint,
+kraft.version 1) and no static voter set; every node's `controller.quorum.bootstrap.servers` name
+all the nodes (pseudo ids -2, -3, ... that the host sends on to them: an observer finds the leader
+whichever nodes vote by then). A wiped node starts again on an empty disk with a new directory id
+(`--no-initial-controllers`); the evidence keeps what its old disk held.
 
 With brokers (`kraft simulate --brokers N`), N more nodes are brokers: observers of the metadata
 log that register with the leader and heartbeat it (raft/brokers.py). Every start of a broker is a
@@ -69,13 +47,12 @@ import dataclasses
 import itertools
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reference_node.raft.api import (
     LogFlushed,
-    QuorumState,
     Ready,
     Receive,
     Send,
@@ -91,8 +68,6 @@ from reference_node.raft.core import RaftCore
 from reference_node.raft.image import Image
 from reference_node.raft.messages import (
     BrokerHeartbeatRequest,
-    Entry,
-    EntryKind,
     FetchSnapshotResponse,
     SnapshotId,
     VoteResponse,
@@ -112,21 +87,21 @@ from reference_node.raft.sim.events import (
     ClientReplyDue,
     Deliver,
     Dropped,
-    Event,
     EventQueue,
     Flushed,
     PersistCrash,
     SnapshotDurable,
     SnapshotRefusal,
     TickDue,
-    VoteCrash,
 )
-from reference_node.raft.sim.faults import ActiveFault
+from reference_node.raft.sim.evidence import Evidence
+from reference_node.raft.sim.fault_state import HostFaults
 from reference_node.raft.sim.invariants import Invariants
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.node import SimNode, new_directory_id
 from reference_node.raft.sim.rpc import Rpc
 from reference_node.raft.states import NEVER
-from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
+from reference_node.raft.voters import VoterSet
 
 CLUSTER_ID = "sim-cluster"
 
@@ -136,143 +111,6 @@ SHUTDOWN_TIMEOUT_MS = 5000
 
 BOOTSTRAP_CHECKPOINT = SnapshotId(0, 0)
 """Kafka's bootstrap checkpoint, `00000000000000000000-0000000000.checkpoint`."""
-
-
-def new_directory_id(rng: random.Random) -> uuid.UUID:
-    """A directory id (`directory.id` of meta.properties) drawn from the seed's membership
-    stream."""
-    return uuid.UUID(int=rng.getrandbits(128), version=4)
-
-
-def endpoint(node: int) -> VoterEndpoint:
-    """A voter's CONTROLLER listener: never dialled (the simulated network routes by node id)."""
-    return VoterEndpoint("CONTROLLER", f"node{node}", 9093)
-
-
-class SimNode:
-    """One node as its host sees it: the running core, if any, and what its disk holds."""
-
-    __slots__ = ("alive", "core", "directory_id", "durable", "flush_again", "flush_target",
-                 "flushing", "held", "id", "inc", "incarnation", "is_broker", "is_voter",
-                 "last_epoch", "last_hw", "led", "log_start", "pending", "qs", "rpc", "saved_log",
-                 "snapshots", "stop_by", "tick_at", "voters")
-
-    def __init__(self, node_id: int, is_voter: bool, rpc: Rpc, snapshots: SnapshotDir,
-                 is_broker: bool = False) -> None:
-        self.id = node_id
-        self.is_voter = is_voter
-        self.is_broker = is_broker
-        """A broker: an observer that registers and heartbeats (`--brokers`)."""
-        self.incarnation: uuid.UUID | None = None
-        """A broker's incarnation: new at every start of its process."""
-        self.alive = False
-        """Serving: started and not stopping (a stopping node still runs its core)."""
-        self.inc = 0
-        """The incarnation: one more at every start and every stop."""
-        self.stop_by = NEVER
-        """While a graceful shutdown is under way: when it ends even if the core is not done."""
-        self.core: RaftCore | None = None
-        self.qs: QuorumState | None = None
-        """The quorum-state file."""
-        self.log_start = 0
-        """The log start offset on disk: 0, or the end offset of a durable snapshot."""
-        self.saved_log: list[Entry] = []
-        """The log on disk (from `log_start`) while the node is down (the core holds it while it
-        runs)."""
-        self.snapshots = snapshots
-        """The durable snapshot files: they outlive every incarnation."""
-        self.durable = 0
-        """The log is flushed below this offset: what a crash keeps."""
-        self.flushing = False
-        self.flush_again = False
-        """The log grew during the flush in progress: flush again when it completes."""
-        self.flush_target = 0
-        self.tick_at = NEVER
-        """When the queued tick fires (one at a time: an earlier deadline supersedes it)."""
-        self.last_hw = 0
-        self.last_epoch = 0
-        self.pending: dict[int, int] = {}
-        """Client request id -> client, for the requests this incarnation has not answered."""
-        self.rpc = rpc
-        self.directory_id: uuid.UUID | None = None
-        """The replica's directory id (KIP-853; None with static voters): a wipe changes it."""
-        self.led = False
-        """The core was leader when its last Ready was carried out."""
-        self.voters: VoterSet | None = None
-        """KIP-853: the core's voter set when its last Ready was carried out."""
-        self.held: list[Event] | None = None
-        """While the process is paused (pause, leader-stall): the events that reached it, in
-        arrival order, handled once it resumes; None while it runs."""
-
-    def hold(self, event: Event) -> bool:
-        """Keep `event` for later if the process is paused (True), else let it be handled."""
-        held = self.held
-        if held is None:
-            return False
-        held.append(event)
-        return True
-
-    def voter(self) -> Voter:
-        """This replica as a VotersRecord (and an AddRaftVoter) names it."""
-        return Voter(self.id, self.directory_id, (endpoint(self.id),))
-
-    def counts_as(self, voter: Voter) -> bool:
-        """Is this node's disk the replica `voter` names (its directory, when one is named)?"""
-        return voter.directory_id is None or voter.directory_id == self.directory_id
-
-    def boot(self, core: RaftCore, rpc: Rpc, log_start: int, log_end: int) -> None:
-        """`core` starts from the disk, whose log now spans [log_start, log_end); the in-memory
-        host state starts afresh."""
-        self.core = core
-        self.alive = True
-        self.log_start = log_start
-        self.durable = log_end
-        self.saved_log = []
-        self.flushing = self.flush_again = False
-        self.flush_target = self.durable
-        self.last_hw = core.high_watermark
-        self.tick_at = NEVER
-        self.stop_by = NEVER
-        self.pending = {}
-        self.rpc = rpc
-        self.led = False
-        self.voters = core.voters
-        self.held = None
-
-    def halt(self, saved_log: list[Entry]) -> None:
-        """The process is gone; `saved_log` (from `log_start`) is what its disk holds."""
-        self.saved_log = saved_log
-        self.alive = False
-        self.inc += 1
-        self.core = None
-        self.pending = {}
-        self.held = None  # a paused process killed: what waited for it is gone with it
-
-    def durable_entry(self, offset: int) -> Entry | None:
-        """The entry at `offset` as the disk holds it (flushed), or None."""
-        if offset >= self.durable or offset < self.log_start:
-            return None
-        if self.core is not None:
-            return self.core.log_view.get(offset)
-        index = offset - self.log_start
-        return self.saved_log[index] if index < len(self.saved_log) else None
-
-    def wipe(self, snapshots: SnapshotDir, directory_id: uuid.UUID) -> None:
-        """A new, empty disk (the node is down): another replica from now on. Its epoch starts
-        over, as a new replica's does."""
-        self.qs = None
-        self.log_start = 0
-        self.saved_log = []
-        self.durable = 0
-        self.snapshots = snapshots
-        self.directory_id = directory_id
-        self.last_epoch = 0
-
-    def delete_snapshots_before(self, snapshot_id: SnapshotId) -> None:
-        """Delete every durable snapshot older than `snapshot_id` (Kafka's
-        `deleteBeforeSnapshot`: the log no longer reaches below it)."""
-        for sid in [s for s in self.snapshots if s.end_offset < snapshot_id.end_offset]:
-            del self.snapshots[sid]
 
 
 @dataclass(slots=True)
@@ -287,43 +125,6 @@ class SnapshotStats:
     """Downloads that failed the host's checks."""
     logs_invalid: int = 0
     """Starts where KIP-630's validation found no snapshot for the log start (log emptied)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DepartedReplica:
-    """What a wiped replica's disk held when it was wiped: what it had acknowledged to a leader
-    was durable then (a leader may count it toward a high watermark it sets later)."""
-
-    log_start: int
-    entries: list[Entry]
-
-    def entry(self, offset: int) -> Entry | None:
-        index = offset - self.log_start
-        return self.entries[index] if 0 <= index < len(self.entries) else None
-
-
-@dataclass(frozen=True, slots=True)
-class VoteCrasher:
-    """While `fault` (crash-after-vote) lasts, `node` crashes right after each vote it grants."""
-
-    fault: ActiveFault
-    node: int
-
-
-@dataclass(frozen=True, slots=True)
-class PersistCrasher:
-    """While `fault` (crash-after-persist) lasts, each of `nodes` crashes between persisting a
-    Ready and sending its messages: always after writing its quorum-state file, and with the
-    chance `FLUSH_CRASH_P` (drawn from `rng`, the nemesis stream) after handling a completed flush,
-    the commonest persist, so that a victim also lives to reach a vote."""
-
-    fault: ActiveFault
-    nodes: tuple[int, ...]
-    rng: random.Random
-
-
-FLUSH_CRASH_P = 0.3
-"""crash-after-persist: the chance that a victim dies after a completed flush's step."""
 
 
 class Cluster:
@@ -365,27 +166,19 @@ class Cluster:
                       for n in node_ids}
         # Disks differ: a leader on a slow disk is where unflushed-but-replicated data lives.
         self.disk_speed = {n: disk_rng.randrange(1, 30) for n in node_ids}
-        self.vote_crasher: VoteCrasher | None = None
-        self.persist_crasher: PersistCrasher | None = None
-        self.flushed_now: SimNode | None = None
-        """crash-after-persist: the node whose completed flush the step being carried out
-        handled."""
+        self.faults = HostFaults(queue, self.nodes, self.disk_time)
+        """What the active fault does to the hosts: stalled disks, paused processes, crashers."""
         self.stats = SnapshotStats()
-        self.static_voters = VoterSet.of(voter_ids)
         self.dynamic = membership_rng is not None
         """KIP-853: the voters are in the log (the `membership` fault is on)."""
         self.bootstrap_servers: dict[int, int] = {}
         """`controller.quorum.bootstrap.servers`: pseudo id -> the node it reaches."""
-        self.on_voters_changed: Callable[[int], None] | None = None
-        """Called (with the time) when a core's voter set changed: the zombie watch's."""
-        self.departed: dict[tuple[int, uuid.UUID | None], DepartedReplica] = {}
-        """The wiped replicas' disks, by (node id, directory id)."""
-        self.stalled: dict[int, list[Flushed | SnapshotDurable]] = {}
-        """fsync-stall: node -> the completions its stalled disk holds back, in arrival order
-        (empty when no disk stalls)."""
         self.brokers = (BrokerWatch(config, self.nodes, self.broker_ids, inv)
                         if self.broker_ids else None)
         """The broker invariants' watch (None without brokers)."""
+        self.evidence = Evidence(inv, self.nodes, queue, VoterSet.of(voter_ids), self.dynamic,
+                                 self.brokers)
+        """What the invariants read off each carried-out step."""
         if membership_rng is not None:
             self._format_dynamic(membership_rng)
 
@@ -431,9 +224,10 @@ class Cluster:
                   disk.start_offset + len(disk.entries))
         # A start's own Ready is no crash point of crash-after-persist: dying there would only
         # loop through restarts.
-        crasher, self.persist_crasher = self.persist_crasher, None
+        faults = self.faults
+        crasher, faults.persist_crasher = faults.persist_crasher, None
         self.carry_out(node)
-        self.persist_crasher = crasher
+        faults.persist_crasher = crasher
 
     def stop(self, node: SimNode, graceful: bool) -> None:
         """Crash (unflushed entries and unfinished snapshot writes are lost), or begin a graceful
@@ -445,7 +239,8 @@ class Cluster:
             node.halt(list(core.log_view.read(node.log_start, node.durable)))
             return
         if node.held is not None:
-            self.resume(node)  # the stop signal wakes a paused process; what waited comes after
+            # The stop signal wakes a paused process; what waited comes after.
+            self.faults.resume(node)
         node.alive = False
         node.stop_by = self.queue.now + SHUTDOWN_TIMEOUT_MS
         core.step(Shutdown(), now_ms=self.queue.now)
@@ -457,7 +252,7 @@ class Cluster:
         stalled disk the last flush never completes: the exit loses what a crash would."""
         core = node.core
         assert core is not None
-        if node.id not in self.stalled:
+        if node.id not in self.faults.stalled:
             node.durable = core.log_view.end_offset
         node.halt(list(core.log_view.read(node.log_start, node.durable)))
 
@@ -466,8 +261,7 @@ class Cluster:
         (`--no-initial-controllers`: it learns the voters from the log or a snapshot); start it."""
         if node.core is not None:
             node.halt(list(node.core.log_view.read(node.log_start, node.durable)))
-        self.departed[(node.id, node.directory_id)] = DepartedReplica(node.log_start,
-                                                                      node.saved_log)
+        self.evidence.wiped(node)
         node.wipe(SnapshotDir(self.encoder), directory_id)
         self.start(node)
 
@@ -546,7 +340,8 @@ class Cluster:
         node = self.nodes[event.node]
         if node.core is None or node.inc != event.inc:
             return None
-        if self.stalled and self._hold(node, event):
+        faults = self.faults
+        if faults.stalled and faults.hold_completion(node, event):
             return DROPPED
         if node.hold(event):
             return DROPPED
@@ -554,8 +349,8 @@ class Cluster:
         node.durable = max(node.durable, node.flush_target)
         core = node.core
         assert core is not None
-        if self.persist_crasher is not None:
-            self.flushed_now = node
+        if faults.persist_crasher is not None:
+            faults.flushed_now = node
         core.step(LogFlushed(node.flush_target))
         if node.flush_again:
             node.flush_again = False
@@ -568,7 +363,8 @@ class Cluster:
         node = self.nodes[event.node]
         if node.core is None or node.inc != event.inc:
             return DROPPED
-        if self.stalled and self._hold(node, event):
+        faults = self.faults
+        if faults.stalled and faults.hold_completion(node, event):
             return DROPPED
         if node.hold(event):
             return DROPPED
@@ -594,8 +390,8 @@ class Cluster:
     # --- carrying out a Ready -------------------------------------------------------------------
 
     def carry_out(self, node: SimNode) -> None:
-        """Carry out the core's Ready as a disk and a network would, check the invariants, and
-        queue the tick the core asks for."""
+        """Carry out the core's Ready as a disk and a network would, check the invariants
+        (`Evidence`), and queue the tick the core asks for."""
         core = node.core
         assert core is not None
         ready = core.ready()
@@ -604,30 +400,8 @@ class Cluster:
                 return  # crashed between persisting and sending (crash-after-persist)
             core.advance(ready)
         else:
-            self.flushed_now = None  # a completed flush whose step asked for nothing
-        # Inline rather than a call of its own: this runs after every event.
-        epoch = core.epoch
-        if epoch != node.last_epoch:
-            self.inv.epoch(node.id, node.last_epoch, epoch)
-            node.last_epoch = epoch
-        hw = core.high_watermark
-        if hw != node.last_hw:
-            self.inv.high_watermark(node.id, node.last_hw, hw, core.log_view.get,
-                                    core.log_view.start_offset, core.image)
-            if hw > node.last_hw and (core.is_leader or node.led):
-                # (`led`: a leader whose own removal just committed resigned in this very step.)
-                self.check_majority(node, hw, self._set_at_hw(node, ready))
-            node.last_hw = hw
-        node.led = core.is_leader
-        if node.is_broker and self.brokers is not None:
-            self.brokers.stepped(node)
-        if self.dynamic:
-            self._check_voter_sets(node, ready)
-        write = ready.snapshot_write
-        if write is not None:
-            # After the HW's check: the committed log now reaches what the snapshot claims.
-            self.inv.snapshot_taken(node.id, write.snapshot_id, write.image,
-                                    min(write.high_watermark, hw))
+            self.faults.flushed_now = None  # a completed flush whose step asked for nothing
+        self.evidence.after_ready(node, core, ready)
         deadline = core.next_deadline_ms()
         if node.stop_by != NEVER:
             if core.shutdown_complete or self.queue.now >= node.stop_by:
@@ -667,7 +441,10 @@ class Cluster:
                 node.log_start = sid.end_offset
                 inv.log_start(node.id, sid.end_offset, node.snapshots, "deleting the log below it")
             node.delete_snapshots_before(sid)
-        if self.persist_crasher is not None and self._crashes_after_persist(node, ready):
+        crasher = self.faults.persist_crasher
+        if crasher is not None and self.faults.crashes_after_persist(node, ready):
+            self.stop(node, graceful=False)
+            self.queue.push(self.queue.now, PersistCrash(crasher.fault, node.id, node.inc))
             return False
         if ready.messages:
             self._send(node, ready.messages)
@@ -738,14 +515,8 @@ class Cluster:
                 event = Deliver(to, dst.inc, node.id, message, rid)
                 for at_ms in times:
                     push(at_ms, event)
-        crasher = self.vote_crasher
-        if crasher is not None and crasher.node == node.id and any(
-            isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote
-            for m in (send.message for send in sends)
-        ):
-            # The grant is already on the wire; the crash is queued for this millisecond, so the
-            # next incarnation knows of the vote only from its quorum-state file.
-            push(now, VoteCrash(crasher.fault, node.id, node.inc))
+        if self.faults.vote_crasher is not None:
+            self.faults.crash_if_voted(node, sends)
 
     def request_flush(self, node: SimNode) -> None:
         """Flush the log to its current end; one flush at a time, as on a real disk."""
@@ -758,172 +529,7 @@ class Cluster:
         node.flush_target = core.log_view.end_offset
         self.queue.push(self.disk_time(node), Flushed(node.id, node.inc))
 
-    # --- pause, leader-stall and crash-after-persist ---------------------------------------------
-
-    def pause(self, node: SimNode) -> None:
-        """Stop `node`'s process as SIGSTOP does: from now on what reaches it waits (`held`)."""
-        if node.core is not None and node.held is None:
-            node.held = []
-
-    def resume(self, node: SimNode) -> None:
-        """The paused process runs again, its clock jumped to now: a timer that came due while it
-        was stopped fires first, then what waited, in the order it arrived, all before anything
-        else queued for this millisecond (what arrives now comes after its backlog)."""
-        held, node.held = node.held, None
-        if held is None or node.core is None:
-            return
-        now = self.queue.now
-        backlog: list[Event] = []
-        if node.tick_at <= now:
-            node.tick_at = now
-            backlog.append(TickDue(node.id, node.inc))
-        backlog += held
-        self.queue.push_first(now, backlog)
-
-    def resume_all(self) -> None:
-        """Every paused process runs again (its fault stopped, or the heal)."""
-        for node in self.nodes.values():
-            if node.held is not None:
-                self.resume(node)
-
-    def _crashes_after_persist(self, node: SimNode, ready: Ready) -> bool:
-        """crash-after-persist: crash `node` now, its Ready persisted and its messages not sent, if
-        it is a victim and this Ready persisted something before messages or replies."""
-        crasher = self.persist_crasher
-        assert crasher is not None
-        flushed, self.flushed_now = self.flushed_now, None
-        if node.id not in crasher.nodes or not (ready.messages or ready.replies):
-            return False
-        if ready.quorum_state is None and (
-            flushed is not node or crasher.rng.random() >= FLUSH_CRASH_P
-        ):
-            return False
-        self.stop(node, graceful=False)
-        self.queue.push(self.queue.now, PersistCrash(crasher.fault, node.id, node.inc))
-        return True
-
-    # --- fsync-stall ------------------------------------------------------------------------------
-
-    def stall_disks(self, node_ids: Sequence[int]) -> None:
-        """From now on these nodes' disks complete nothing: a flush or snapshot write that comes
-        due is held (not seen by the core, not durable) until `release_disks`."""
-        self.stalled = {n: [] for n in node_ids}
-
-    def release_disks(self) -> None:
-        """The stall ends: each held completion of a still-running incarnation completes after
-        the disk's normal latency from now (one a crash made stale is gone with its data)."""
-        stalled, self.stalled = self.stalled, {}
-        for n, held in stalled.items():
-            node = self.nodes[n]
-            for event in held:
-                if node.core is not None and node.inc == event.inc:
-                    self.queue.push(self.disk_time(node), event)
-
-    def _hold(self, node: SimNode, event: Flushed | SnapshotDurable) -> bool:
-        """Hold `event` back if `node`'s disk is stalled."""
-        held = self.stalled.get(node.id)
-        if held is None:
-            return False
-        held.append(event)
-        return True
-
     def disk_time(self, node: SimNode) -> int:
         """When a write started now on `node`'s disk is durable."""
         base = self.disk_speed[node.id]
         return self.queue.now + base + self.disk_rng.randrange(base + 1)
-
-    def check_majority(self, leader: SimNode, hw: int, voters: VoterSet) -> None:
-        """MajorityReachedHighWatermark: a majority of `voters` (the set in effect at the leader
-        when its HW moved) holds entry `hw - 1` on disk. A voter counts only as the replica the
-        set names: a re-formatted disk (another directory id) does not, and neither does the
-        leader's own log when the leader is not in the set. (A replica whose disk was wiped since
-        counts with what its disk held then: it acknowledged that, and losing a disk is a voter
-        lost for good, as a crash is one lost for a while.)"""
-        core = leader.core
-        assert core is not None
-        mine = core.log_view.get(hw - 1)
-        holders = 0
-        nodes = self.nodes
-        for v in voters:
-            node = nodes.get(v.id)
-            if node is None:
-                continue
-            if node.counts_as(v):
-                entry = node.durable_entry(hw - 1)
-            else:
-                gone = self.departed.get((v.id, v.directory_id))
-                entry = gone.entry(hw - 1) if gone is not None else None
-            if entry is not None and mine is not None and (
-                entry is mine or (entry.epoch == mine.epoch and entry.payload == mine.payload)
-            ):
-                holders += 1
-        self.inv.majority_flushed(leader.id, hw, holders, voters.ids, self.dynamic)
-
-    # --- KIP-853's checks -----------------------------------------------------------------------
-
-    def _set_at_hw(self, node: SimNode, ready: Ready) -> VoterSet:
-        """The voter set in effect when the leader's high watermark last moved in this step: the
-        set it had before the step, or the one a `voters` event of the step announced before the
-        last `high-watermark` event."""
-        if not self.dynamic:
-            return self.static_voters
-        core = node.core
-        assert core is not None
-        current = node.voters if node.voters is not None else core.voters
-        at_hw = current
-        for ev in ready.events:
-            kind = ev["type"]
-            if kind == "voters":
-                current = _announced(core, ev)
-            elif kind == "high-watermark":
-                at_hw = current
-        return at_hw
-
-    def _check_voter_sets(self, node: SimNode, ready: Ready) -> None:
-        """KIP-853's invariants for what this step did: a leader elected or appending a voter
-        change (SingleVoterChange, VoterSetsOverlap); a log whose voter entries changed
-        (VoterSetAtLogEnd); a changed set re-judges who is cut off (the zombie watch)."""
-        core = node.core
-        assert core is not None
-        inv = self.inv
-        for ev in ready.events:
-            kind = ev["type"]
-            if kind == "voter-change" or (kind == "state" and ev["state"] == "leader"):
-                if core.is_leader:
-                    floor = min(max(core.high_watermark, len(inv.committed)),
-                                core.log_view.end_offset)
-                    history = core.voter_history
-                    inv.single_voter_change(node.id, core.epoch, history.uncommitted(floor),
-                                            floor)
-                    inv.voter_sets_overlap(node.id, core.epoch, history.at(floor), core.voters)
-                break
-        if (ready.voters is not None or ready.truncate_to is not None
-                or ready.log_reset is not None
-                or any(e.kind is EntryKind.VOTERS for e in ready.entries)):
-            inv.voters_at_log_end(node.id, core.voters, _voters_at_log_end(core))
-        if ready.voters is not None and self.on_voters_changed is not None:
-            self.on_voters_changed(self.queue.now)
-        node.voters = core.voters
-
-
-def _announced(core: RaftCore, event: dict[str, Any]) -> VoterSet:
-    """The set a `voters` event announced: the VotersRecord at its offset, or the base set."""
-    offset = event["offset"]
-    if offset is None:
-        return core.voter_history.base
-    entry = core.log_view.get(offset)
-    if entry is None or entry.kind is not EntryKind.VOTERS:
-        return core.voters
-    return VoterSet.decode(entry.payload)
-
-
-def _voters_at_log_end(core: RaftCore) -> VoterSet:
-    """The voter set `core`'s log ends with, read from the log itself: its last VotersRecord,
-    else the one of the image it holds (a snapshot's, or the bootstrap checkpoint's), else none
-    (a disk formatted without the checkpoint that has not learnt the voters yet)."""
-    log = core.log_view
-    for offset in range(log.end_offset - 1, log.start_offset - 1, -1):
-        entry = log.get(offset)
-        if entry is not None and entry.kind is EntryKind.VOTERS:
-            return VoterSet.decode(entry.payload)
-    return core.image.voters if core.image.voters is not None else VoterSet()

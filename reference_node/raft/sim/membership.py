@@ -53,7 +53,8 @@ from reference_node.raft.sim.events import (
     MembershipStart,
     MembershipStop,
 )
-from reference_node.raft.sim.host import Cluster, SimNode, new_directory_id
+from reference_node.raft.sim.host import Cluster
+from reference_node.raft.sim.node import SimNode, new_directory_id
 from reference_node.raft.sim.zombies import ZombieWatch
 from reference_node.raft.voters import VoterSet
 
@@ -134,7 +135,7 @@ class MembershipNemesis:
             self.stats.unanswered += 1
             return None
         if node.hold(event):
-            return DROPPED  # a paused leader (host.py): the request waits for it to resume
+            return DROPPED  # a paused leader (fault_state.py): the request waits for it to resume
         node.core.step(event.request, now_ms=self.queue.now)
         return node
 

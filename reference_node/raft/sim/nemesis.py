@@ -14,18 +14,18 @@ each vote it grants (`VoteCrash`, queued by the host as the vote goes out) and c
 few milliseconds (`VoterRestart`).
 
 fsync-stall stops no process and cuts no link: its start stalls the disks of the leader, one random
-node or the largest minority of voters (`Cluster.stall_disks`), and its stop, like the heal,
-releases them (`Cluster.release_disks`). It lasts as long as any fault (`fault_duration`): 0.5-4 s,
-a quarter of the time 5-9 s, past the election and check-quorum timeouts.
+node or the largest minority of voters (`HostFaults.stall_disks`), and its stop, like the heal,
+releases them (`HostFaults.release_disks`). It lasts as long as any fault (`fault_duration`):
+0.5-4 s, a quarter of the time 5-9 s, past the election and check-quorum timeouts.
 
-pause and leader-stall stop processes without killing them (`Cluster.pause`): pause the leader (half
-the time), a random node or the largest minority of voters, each for 1-2 s, shorter than the request
-timeout, so that their late answers still count; leader-stall the leader (or, with none, a random
-voter) for the fetch timeout plus 0-600 ms, so that the voters elect without it and it resumes as a
-deposed leader. Each resumes at its own time (`Resume`), or at the stop or the heal. Under
-crash-after-persist the leader (most often) or a random node dies between persisting a Ready and
-sending its messages, again and again while the fault lasts (`PersistCrash`, from the host), back
-2-999 ms later (`VoterRestart`). vote-delay crashes and restarts the leader, so that the voters
+pause and leader-stall stop processes without killing them (`HostFaults.pause`): pause the leader
+(half the time), a random node or the largest minority of voters, each for 1-2 s, shorter than the
+request timeout, so that their late answers still count; leader-stall the leader (or, with none, a
+random voter) for the fetch timeout plus 0-600 ms, so that the voters elect without it and it
+resumes as a deposed leader. Each resumes at its own time (`Resume`), or at the stop or the heal.
+Under crash-after-persist the leader (most often) or a random node dies between persisting a Ready
+and sending its messages, again and again while the fault lasts (`PersistCrash`, from the host),
+back 2-999 ms later (`VoterRestart`). vote-delay crashes and restarts the leader, so that the voters
 elect, and holds every Vote and pre-vote answer back 1-3.5 s, past its candidate's election timeout
 and backoff.
 
@@ -65,13 +65,15 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
+from reference_node.raft.sim.fault_state import PersistCrasher, VoteCrasher
 from reference_node.raft.sim.faults import ActiveFault
-from reference_node.raft.sim.host import Cluster, PersistCrasher, VoteCrasher
+from reference_node.raft.sim.host import Cluster
 from reference_node.raft.sim.network import Network
 from reference_node.raft.sim.shapes import (
     POLL_MS,
     STEPS,
     Shape,
+    ShapeStart,
     start_chain,
     start_diverge,
     start_observer_lag,
@@ -90,6 +92,8 @@ Victims = tuple[int, ...] | None
 
 
 class Nemesis:
+    """The one-at-a-time faults; to the targeted shapes, their `ShapePowers` (powers.py)."""
+
     def __init__(
         self,
         faults: tuple[str, ...],
@@ -146,12 +150,12 @@ class Nemesis:
         else:
             name = _draw(rng, self.faults, self.weights)
         victims = FAULT_STARTS[name](self)
-        stalled = tuple(self.cluster.stalled) or None
+        stalled = tuple(self.cluster.faults.stalled) or None
         fault = ActiveFault(name, victims, stalled)
         self.active = fault
         if name == "crash-after-vote":
             assert fault.victims is not None
-            self.cluster.vote_crasher = VoteCrasher(fault, fault.victims[0])
+            self.cluster.faults.vote_crasher = VoteCrasher(fault, fault.victims[0])
         if self.replay is not None:
             self._queue_replay(fault)
         self._arm_process_fault(fault)
@@ -187,6 +191,15 @@ class Nemesis:
         if self.queue.seq == before:
             self.step_in(POLL_MS, event.step)
         return DROPPED
+
+    # --- the powers a targeted shape has (powers.ShapePowers) -------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.queue.now
+
+    def recompute_zombies(self) -> None:
+        self.zombies.recompute(self.queue.now)
 
     def step_in(self, after_ms: int, step: str) -> None:
         """Queue the active shape's `step` `after_ms` from now."""
@@ -275,9 +288,9 @@ class Nemesis:
             return
         self.active = None
         self.shape = None
-        self.cluster.vote_crasher = None
+        self.cluster.faults.vote_crasher = None
         self._end_process_faults()
-        self.cluster.release_disks()
+        self.cluster.faults.release_disks()
         # One fault at a time, so a clean network undoes whichever fault this was.
         self.net.heal()
         casualties, self.casualties = self.casualties, []
@@ -442,7 +455,7 @@ class Nemesis:
         else:
             voters = cluster.current_voters()
             disks = sorted(rng.sample(voters, max(1, (len(voters) - 1) // 2)))
-        cluster.stall_disks(disks)
+        cluster.faults.stall_disks(disks)
         return None
 
 
@@ -483,14 +496,14 @@ class Nemesis:
         for n, ms in zip(victims, pauses_ms, strict=True):
             node = self.cluster.nodes[n]
             if node.core is not None:
-                self.cluster.pause(node)
+                self.cluster.faults.pause(node)
                 self.resumes.append((n, now + ms))
                 paused.append(n)
         return tuple(paused) or None
 
     def start_crash_after_persist(self) -> Victims:
         """The leader (60%) or a random live node: the host crashes it after each Ready that
-        persisted before sending (`Cluster.persist_crasher`, armed once the fault exists)."""
+        persisted before sending (`HostFaults.persist_crasher`, armed once the fault exists)."""
         cluster = self.cluster
         leader = cluster.leader_id()
         if leader is not None and self.rng.random() < 0.6:
@@ -528,18 +541,18 @@ class Nemesis:
             self.queue.push(at_ms, Resume(fault, n, self.cluster.nodes[n].inc))
         self.resumes = []
         if fault.name == "crash-after-persist" and fault.victims is not None:
-            self.cluster.persist_crasher = PersistCrasher(fault, fault.victims, self.rng)
+            self.cluster.faults.persist_crasher = PersistCrasher(fault, fault.victims, self.rng)
 
     def _end_process_faults(self) -> None:
         """The active fault stops: paused nodes resume, the persist crasher is disarmed."""
-        self.cluster.persist_crasher = None
-        self.cluster.resume_all()
+        self.cluster.faults.persist_crasher = None
+        self.cluster.faults.resume_all()
 
     def on_resume(self, event: Resume) -> None:
         """A paused node's pause is over (if its fault still runs; else its stop resumed it)."""
         node = self.cluster.nodes[event.node]
         if self.active is event.fault and node.inc == event.inc:
-            self.cluster.resume(node)
+            self.cluster.faults.resume(node)
 
     def on_persist_crash(self, event: PersistCrash) -> None:
         """The host crashed a victim of crash-after-persist: the node set changed, and the victim
@@ -593,6 +606,17 @@ class Nemesis:
         return self._stop_nodes([broker], graceful=False)
 
 
+def _starting(start: ShapeStart) -> Callable[[Nemesis], Victims]:
+    """A targeted shape's start as a fault's: the nemesis keeps the `Shape` it returns (its
+    fault stops no victims; the nodes its steps kill are casualties)."""
+
+    def start_shape(nemesis: Nemesis) -> Victims:
+        nemesis.shape = start(nemesis)
+        return None
+
+    return start_shape
+
+
 FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "drop": Nemesis.start_drop,
     "delay": Nemesis.start_delay,
@@ -610,10 +634,10 @@ FAULT_STARTS: dict[str, Callable[[Nemesis], Victims]] = {
     "corrupt-snapshot": Nemesis.start_corrupt_snapshot,
     "crash-after-vote": Nemesis.start_crash_after_vote,
     "fsync-stall": Nemesis.start_fsync_stall,
-    "zombie-rejoin": start_zombie_rejoin,
-    "diverge": start_diverge,
-    "observer-lag": start_observer_lag,
-    "chain": start_chain,
+    "zombie-rejoin": _starting(start_zombie_rejoin),
+    "diverge": _starting(start_diverge),
+    "observer-lag": _starting(start_observer_lag),
+    "chain": _starting(start_chain),
     "pause": Nemesis.start_pause,
     "leader-stall": Nemesis.start_leader_stall,
     "crash-after-persist": Nemesis.start_crash_after_persist,

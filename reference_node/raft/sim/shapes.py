@@ -1,16 +1,17 @@
 """Targeted nemesis shapes: faults that watch the cluster and act in steps, to steer it into the rare
 states where the core decides (issue 21).
 
-Theory of operation: a shape starts like any fault (its start, in nemesis.FAULT_STARTS, cuts links
-and returns no victims) and leaves a `Shape` on the nemesis, whose first step the nemesis queues
-once the started fault exists. A step (`ShapeStep`, handled by `Nemesis.on_step` while its fault is
-the active one and before the heal) either waits, looking again `POLL_MS` later (such a look leaves
-no trace line), or acts: it heals, cuts again, or kills a leader. What a step waits for is a new
-leader: one outside the nodes the shape keeps cut off, leading an epoch newer than the last the
-shape saw, that has committed an entry of its own epoch (so the majority has moved on: a leader
-change with appends). A leader a step kills for good is one of the fault's casualties, restarted at
-its stop (or at the heal) as a crash's victims are; one killed to force a leader change
-(`churn`) comes back 100-400 ms later, so that the majority stays.
+Theory of operation: a shape sees and acts on the cluster only through the powers the nemesis
+grants it (powers.py: `ShapePowers`). It starts like any fault (its start, in nemesis.FAULT_STARTS,
+cuts links and stops no victims) and returns a `Shape`, which the nemesis keeps and whose first
+step it queues once the started fault exists. A step (`ShapeStep`, handled by `Nemesis.on_step`
+while its fault is the active one and before the heal) either waits, looking again `POLL_MS` later
+(such a look leaves no trace line), or acts: it heals, cuts again, or kills a leader. What a step
+waits for is a new leader: one outside the nodes the shape keeps cut off, leading an epoch newer
+than the last the shape saw, that has committed an entry of its own epoch (so the majority has
+moved on: a leader change with appends). A leader a step kills for good is one of the fault's
+casualties, restarted at its stop (or at the heal) as a crash's victims are; one killed to force a
+leader change (`churn`) comes back 100-400 ms later, so that the majority stays.
 
 - zombie-rejoin: the leader X cut off with the clients still reaching it (alone, or with one
   follower when there are 5 or more voters), so that it accepts appends until check-quorum makes it
@@ -35,15 +36,13 @@ its stop (or at the heal) as a crash's victims are; one killed to force a leader
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from reference_node.raft.sim.host import SimNode
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.node import SimNode
+from reference_node.raft.sim.powers import ShapePowers
 from reference_node.raft.states import Leader
-
-if TYPE_CHECKING:
-    from reference_node.raft.sim.nemesis import Nemesis, Victims
 
 POLL_MS = 100
 """How often a waiting step looks at the cluster again."""
@@ -71,10 +70,14 @@ class Shape:
     kill; chain's third way: (the leader, when it started looking)."""
 
 
+ShapeStart = Callable[[ShapePowers], Shape | None]
+"""A shape's start: it cuts what it cuts and returns its `Shape` (None: nothing to aim at)."""
+
+
 # --- the starts -----------------------------------------------------------------------------------
 
 
-def start_zombie_rejoin(n: Nemesis) -> Victims:
+def start_zombie_rejoin(n: ShapePowers) -> Shape:
     cluster, rng = n.cluster, n.rng
     voters = cluster.current_voters()
     zombie = cluster.leader_id() or rng.choice(voters)
@@ -82,11 +85,10 @@ def start_zombie_rejoin(n: Nemesis) -> Victims:
     if len(voters) >= 5 and rng.random() < 0.5:
         side.append(rng.choice([v for v in voters if v != zombie]))
     _cut_off(n, side)
-    n.shape = Shape(("zombie-wait", POLL_MS), zombie, tuple(side), _top_epoch(n))
-    return None
+    return Shape(("zombie-wait", POLL_MS), zombie, tuple(side), _top_epoch(n))
 
 
-def start_diverge(n: Nemesis) -> Victims:
+def start_diverge(n: ShapePowers) -> Shape:
     """With fewer than 5 voters no follower can stay in X's minority: X itself diverges."""
     cluster, rng = n.cluster, n.rng
     voters = cluster.current_voters()
@@ -95,12 +97,11 @@ def start_diverge(n: Nemesis) -> Victims:
     follower = rng.choice(followers) if len(voters) >= 5 and followers else leader
     side = sorted({leader, follower})
     _cut_off(n, side)
-    n.shape = Shape(("diverge-wait", POLL_MS), follower, tuple(side), _top_epoch(n),
-                    changes_wanted=2)
-    return None
+    return Shape(("diverge-wait", POLL_MS), follower, tuple(side), _top_epoch(n),
+                 changes_wanted=2)
 
 
-def start_observer_lag(n: Nemesis) -> Victims:
+def start_observer_lag(n: ShapePowers) -> Shape | None:
     cluster, rng = n.cluster, n.rng
     observers = [node.id for node in cluster.nodes.values()
                  if node.alive and not cluster.is_voter_now(node)]
@@ -109,16 +110,14 @@ def start_observer_lag(n: Nemesis) -> Victims:
         observers = [v for v in cluster.current_voters()
                      if v != leader and cluster.nodes[v].alive]
     if not observers:
-        n.shape = None
         return None
     lagging = rng.choice(observers)
     _cut_off(n, [lagging])
-    n.shape = Shape(("churn", rng.randrange(300, 1000)), lagging, (lagging,), _top_epoch(n) - 1,
-                    changes_wanted=rng.randrange(1, 3))
-    return None
+    return Shape(("churn", rng.randrange(300, 1000)), lagging, (lagging,), _top_epoch(n) - 1,
+                 changes_wanted=rng.randrange(1, 3))
 
 
-def start_chain(n: Nemesis) -> Victims:
+def start_chain(n: ShapePowers) -> Shape:
     cluster, rng = n.cluster, n.rng
     voters = cluster.current_voters()
     leader = cluster.leader_id()
@@ -135,11 +134,10 @@ def start_chain(n: Nemesis) -> Victims:
     roll = rng.random()
     first = ("chain-repartition", rng.randrange(500, 3000)) if roll < 0.35 else \
         ("chain-wait", POLL_MS)
-    n.shape = Shape(first, leader, tuple(side), epoch, changes_wanted=1 + (roll > 0.8))
-    return None
+    return Shape(first, leader, tuple(side), epoch, changes_wanted=1 + (roll > 0.8))
 
 
-def _start_left_behind(n: Nemesis, leader: int, voters: list[int]) -> Victims:
+def _start_left_behind(n: ShapePowers, leader: int, voters: list[int]) -> Shape:
     """chain's third way: the largest minority of followers cut off, left behind while the others
     commit; then the leader killed the instant it has committed past what any follower knows, and
     the partition lifted (`chain_behind`)."""
@@ -147,15 +145,14 @@ def _start_left_behind(n: Nemesis, leader: int, voters: list[int]) -> Victims:
     followers = [v for v in voters if v != leader]
     side = sorted(rng.sample(followers, (len(voters) - 1) // 2))
     _cut_off(n, side)
-    n.shape = Shape(("chain-behind", rng.randrange(1500, 4000)), leader, tuple(side),
-                    _top_epoch(n))
-    return None
+    return Shape(("chain-behind", rng.randrange(1500, 4000)), leader, tuple(side),
+                 _top_epoch(n))
 
 
 # --- the steps ------------------------------------------------------------------------------------
 
 
-def zombie_wait(n: Nemesis, shape: Shape) -> bool:
+def zombie_wait(n: ShapePowers, shape: Shape) -> bool:
     """Once the majority's leader has committed in its epoch: heal, and kill it."""
     leader = _new_leader(n, shape)
     if leader is None:
@@ -163,11 +160,11 @@ def zombie_wait(n: Nemesis, shape: Shape) -> bool:
     n.net.heal()
     n.kill(leader.id)
     shape.cut = ()
-    n.zombies.recompute(n.queue.now)
+    n.recompute_zombies()
     return True
 
 
-def diverge_wait(n: Nemesis, shape: Shape) -> bool:
+def diverge_wait(n: ShapePowers, shape: Shape) -> bool:
     """Once the majority's leader has committed in its epoch: only the follower stays cut off,
     and churn starts."""
     leader = _new_leader(n, shape)
@@ -181,7 +178,7 @@ def diverge_wait(n: Nemesis, shape: Shape) -> bool:
     return True
 
 
-def churn(n: Nemesis, shape: Shape) -> bool:
+def churn(n: ShapePowers, shape: Shape) -> bool:
     """Kill each new leader a while after it committed in its own epoch (it comes back soon),
     until enough leader changes happened; then let the cut-off nodes back."""
     leader = _new_leader(n, shape)
@@ -192,7 +189,7 @@ def churn(n: Nemesis, shape: Shape) -> bool:
     if shape.changes >= shape.changes_wanted:
         n.net.heal()
         shape.cut = ()
-        n.zombies.recompute(n.queue.now)
+        n.recompute_zombies()
         return True
     if shape.seen != (leader.id, core.epoch):
         shape.seen = (leader.id, core.epoch)  # let it take appends first
@@ -205,7 +202,7 @@ def churn(n: Nemesis, shape: Shape) -> bool:
     return True
 
 
-def chain_wait(n: Nemesis, shape: Shape) -> bool:
+def chain_wait(n: ShapePowers, shape: Shape) -> bool:
     """The partition holds and the majority elected: kill its new leader (back at the stop), and
     now and then cut the network differently after it."""
     leader = _new_leader(n, shape)
@@ -217,11 +214,11 @@ def chain_wait(n: Nemesis, shape: Shape) -> bool:
     shape.changes += 1
     if shape.changes < shape.changes_wanted:
         n.step_in(n.rng.randrange(500, 2000), "chain-repartition")
-    n.zombies.recompute(n.queue.now)
+    n.recompute_zombies()
     return True
 
 
-def chain_behind(n: Nemesis, shape: Shape) -> bool:
+def chain_behind(n: ShapePowers, shape: Shape) -> bool:
     """Kill the leader the moment its high watermark is past every other voter's (it acknowledged
     appends its followers have not heard are committed yet: a successor starts from a lower high
     watermark, and the followers left behind hold it there while they catch up), and let them back.
@@ -232,27 +229,27 @@ def chain_behind(n: Nemesis, shape: Shape) -> bool:
     if leader is None or core is None or not leader.alive or not core.is_leader:
         n.net.heal()
         shape.cut = ()
-        n.zombies.recompute(n.queue.now)
+        n.recompute_zombies()
         return True
     if shape.seen is None:
-        shape.seen = (leader.id, n.queue.now)
+        shape.seen = (leader.id, n.now)
     known = max((other.core.high_watermark for other in cluster.nodes.values()
                  if other is not leader and other.core is not None
                  and cluster.is_voter_now(other)), default=0)
-    if core.high_watermark <= known and n.queue.now - shape.seen[1] < BEHIND_LOOK_MS:
+    if core.high_watermark <= known and n.now - shape.seen[1] < BEHIND_LOOK_MS:
         n.step_in(1, "chain-behind")
         return False
     n.kill(leader.id)
     n.net.heal()
     shape.cut = ()
-    n.zombies.recompute(n.queue.now)
+    n.recompute_zombies()
     return True
 
 
 BEHIND_LOOK_MS = 2000
 
 
-def chain_repartition(n: Nemesis, shape: Shape) -> bool:
+def chain_repartition(n: ShapePowers, shape: Shape) -> bool:
     """A different partition, with no heal before it: random halves, an isolated node, or a ring."""
     cluster, rng = n.cluster, n.rng
     nodes = list(cluster.node_ids)
@@ -269,11 +266,11 @@ def chain_repartition(n: Nemesis, shape: Shape) -> bool:
     shape.cut = ()
     if shape.changes < shape.changes_wanted:
         n.step_in(POLL_MS, "chain-wait")
-    n.zombies.recompute(n.queue.now)
+    n.recompute_zombies()
     return True
 
 
-STEPS = {
+STEPS: dict[str, Callable[[ShapePowers, Shape], bool]] = {
     "zombie-wait": zombie_wait,
     "diverge-wait": diverge_wait,
     "churn": churn,
@@ -288,7 +285,7 @@ STEPS = {
 # --- what the steps look at -----------------------------------------------------------------------
 
 
-def _cut_off(n: Nemesis, side: list[int]) -> None:
+def _cut_off(n: ShapePowers, side: list[int]) -> None:
     """`side` cut off from every other node (the clients still reach it)."""
     cluster = n.cluster
     net: Network = n.net
@@ -296,19 +293,19 @@ def _cut_off(n: Nemesis, side: list[int]) -> None:
     net.partition([side, others], cluster.node_ids)
 
 
-def _epoch(n: Nemesis, node_id: int) -> int:
+def _epoch(n: ShapePowers, node_id: int) -> int:
     node = n.cluster.nodes[node_id]
     if node.core is not None:
         return node.core.epoch
     return node.qs.leader_epoch if node.qs is not None else 0
 
 
-def _top_epoch(n: Nemesis) -> int:
+def _top_epoch(n: ShapePowers) -> int:
     """The highest epoch a voter has reached: the epoch a new leader must pass."""
     return max((_epoch(n, v) for v in n.cluster.current_voters()), default=0)
 
 
-def _new_leader(n: Nemesis, shape: Shape) -> SimNode | None:
+def _new_leader(n: ShapePowers, shape: Shape) -> SimNode | None:
     """The running leader outside `shape.cut` of an epoch above `shape.epoch` that has committed an
     entry of its own epoch (its high watermark passed the start of its epoch), if any."""
     best: SimNode | None = None

@@ -78,11 +78,12 @@ from reference_node.raft.sim.events import (
     VoterRestart,
 )
 from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS, Weights
-from reference_node.raft.sim.host import Cluster, SimNode, SnapshotStats
+from reference_node.raft.sim.host import Cluster, SnapshotStats
 from reference_node.raft.sim.invariants import Invariants, Violation
 from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
 from reference_node.raft.sim.nemesis import Nemesis
 from reference_node.raft.sim.network import Network
+from reference_node.raft.sim.node import SimNode
 from reference_node.raft.sim.zombies import ZombieWatch
 
 RECENT_EVENTS = 40
@@ -249,7 +250,7 @@ class Simulation:
             ShapeStep: self.nemesis.on_step,
         }
         if dynamic:
-            self.cluster.on_voters_changed = self.zombies.recompute
+            self.cluster.evidence.on_voters_changed = self.zombies.recompute
             membership = MembershipNemesis(self.cluster, self.zombies, self.queue,
                                            streams.membership, config.heal_ms)
             self.membership = membership
