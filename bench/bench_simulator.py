@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from reference_node.raft.sim.simulation import SimConfig, run_seed
+from reference_node.sim.simulation import SimConfig, run_seed
 
 
 def main() -> None:

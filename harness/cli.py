@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quorum": ("reference_node.quorum_cli", "describe the quorum, like kafka-metadata-quorum.sh"),
     "cluster": ("reference_node.brokers_cli", "`cluster brokers`: the registered brokers and "
                 "their state"),
-    "simulate": ("reference_node.raft.simulate_cli", "deterministic simulation of Raft cores"),
+    "simulate": ("reference_node.sim.cli", "deterministic simulation of Raft cores"),
     "test": ("harness.test_cli", "one test run: deploy, run workload and nemesis, check, store"),
     "check": ("checkers.cli", "re-run the checkers on a stored run or history"),
     "images": ("harness.images_cli", "build the node images for the docker backend"),

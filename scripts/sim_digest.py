@@ -18,7 +18,7 @@ import hashlib
 import sys
 
 from reference_node.raft.config import Unsafe
-from reference_node.raft.sim.simulation import SimConfig, run_seed
+from reference_node.sim.simulation import SimConfig, run_seed
 
 # the switches whose defects only a run with brokers reaches
 BROKER_SWITCHES = (Unsafe.NO_SELF_FENCE, Unsafe.ACCEPT_OLD_INCARNATION,

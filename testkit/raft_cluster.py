@@ -49,8 +49,8 @@ from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, Message
-from reference_node.raft.sim.rpc import Rpc
 from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
+from reference_node.sim.rpc import Rpc
 
 CLUSTER_ID = "test-cluster"
 

@@ -9,13 +9,13 @@ import uuid
 import pytest
 
 from reference_node.raft import replication
-from reference_node.raft.sim.faults import ALONGSIDE, FAULTS
-from reference_node.raft.sim.host import BOOTSTRAP_CHECKPOINT
-from reference_node.raft.sim.invariants import Invariants, Violation
-from reference_node.raft.sim.membership import MembershipStats
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
 from reference_node.raft.states import Leader, ReplicaProgress
 from reference_node.raft.voters import VoterHistory, VoterSet
+from reference_node.sim.faults import ALONGSIDE, FAULTS
+from reference_node.sim.host import BOOTSTRAP_CHECKPOINT
+from reference_node.sim.invariants import Invariants, Violation
+from reference_node.sim.membership import MembershipStats
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 TAKING_TURNS = tuple(f for f in FAULTS if f not in ALONGSIDE)
 

@@ -10,7 +10,7 @@ the run; a broken one raises the simulator's `Violation`, and Hypothesis shrinks
 short one that still breaks it. The `settle` rule is what lets short programs reach deep states (an
 election, a commit, a new epoch) often enough for the faults in between to matter.
 
-The invariants are the simulator's (`reference_node.raft.sim.invariants.Invariants`, with its own
+The invariants are the simulator's (`reference_node.sim.invariants.Invariants`, with its own
 models of the committed state, sim/oracle.py), fed what the hosts show: one copy of each rule.
 
 | invariant | holds when |
@@ -45,7 +45,7 @@ from hypothesis.stateful import (
 from reference_node.raft.api import AppendReply, Ready
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import ErrorCode
-from reference_node.raft.sim.invariants import Invariants, Violation
+from reference_node.sim.invariants import Invariants, Violation
 from testkit.raft_cluster import Cluster
 
 VOTERS = (1, 2, 3)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_node.raft.simulate_cli import main, parse_seeds
+from reference_node.sim.cli import main, parse_seeds
 
 
 def test_clean_run_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,7 +69,7 @@ def test_coverage_prints_the_table_and_the_untaken_branches(
     assert "ok: 2 seeds" in out
     report = _coverage_section(out)
     assert re.search(r"reference_node/raft/election\.py +\d+/\d+ ", report)
-    assert "reference_node/raft/sim/" not in report and "simulate_cli.py:" not in report
+    assert "reference_node/sim/" not in report and "sim/cli.py:" not in report
     assert UNTAKEN_BRANCH.search(report), report
     # Coverage was on before the measured modules' top level ran: no module's defs are missing.
     assert "(module)" not in report

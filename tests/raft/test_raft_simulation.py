@@ -4,9 +4,9 @@ import pytest
 
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import Message
-from reference_node.raft.sim.faults import ALONGSIDE, FAULTS, parse_faults
-from reference_node.raft.sim.rpc import Rpc
-from reference_node.raft.sim.simulation import SimConfig, run_seed
+from reference_node.sim.faults import ALONGSIDE, FAULTS, parse_faults
+from reference_node.sim.rpc import Rpc
+from reference_node.sim.simulation import SimConfig, run_seed
 
 SHORT = 12_000
 TAKING_TURNS = tuple(f for f in FAULTS if f not in ALONGSIDE)

@@ -28,9 +28,9 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from reference_node.raft.sim.invariants import INVARIANTS, Behaviour, Violation
-from reference_node.raft.sim.simulation import SimConfig, run_seed
 from reference_node.raft.states import Candidate, Prospective
+from reference_node.sim.invariants import INVARIANTS, Behaviour, Violation
+from reference_node.sim.simulation import SimConfig, run_seed
 
 NO_PREVOTE = RaftConfig(pre_vote=False)
 

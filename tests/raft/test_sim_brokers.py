@@ -15,16 +15,16 @@ from reference_node.raft.image import Image
 from reference_node.raft.lifecycle import BrokerLifecycle
 from reference_node.raft.messages import Entry, EntryKind
 from reference_node.raft.records import encode_register, encode_unfence
-from reference_node.raft.sim.brokers import (
+from reference_node.sim.brokers import (
     CONTROLLER_RECORDS,
     TRANSITIONS,
     BrokerStats,
     incarnation_at,
 )
-from reference_node.raft.sim.events import DROPPED
-from reference_node.raft.sim.invariants import INVARIANTS, Invariants, Violation
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
-from reference_node.raft.simulate_cli import main
+from reference_node.sim.cli import main
+from reference_node.sim.events import DROPPED
+from reference_node.sim.invariants import INVARIANTS, Invariants, Violation
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 BROKERS = SimConfig(voters=3, observers=0, brokers=2, time_ms=20_000)
 """3 voters (ids 1-3) and 2 brokers (4, 5), every fault (the broker ones take 40% of the turns),

@@ -6,7 +6,7 @@ import pytest
 
 from reference_node.raft.api import AppendReply
 from reference_node.raft.messages import ErrorCode, VoteRequest
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     ClientNext,
     ClientReplyDue,
     ClientRequest,
@@ -22,7 +22,7 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.faults import ActiveFault
+from reference_node.sim.faults import ActiveFault
 
 VOTE = VoteRequest(cluster_id="c", candidate_epoch=3, candidate_id=2, last_offset_epoch=1,
                    last_offset=4, pre_vote=False)

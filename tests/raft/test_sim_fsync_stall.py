@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from reference_node.raft.config import Unsafe
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     DROPPED,
     FaultStart,
     FaultStop,
@@ -16,8 +16,8 @@ from reference_node.raft.sim.events import (
     Heal,
     SnapshotDurable,
 )
-from reference_node.raft.sim.faults import FAULTS, parse_faults
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
+from reference_node.sim.faults import FAULTS, parse_faults
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 STALL = SimConfig(faults=("fsync-stall",), time_ms=12_000)
 MAX_DISK_MS = 2 * 29

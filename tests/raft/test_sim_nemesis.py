@@ -3,10 +3,10 @@ voter is tracked from the moment it is cut off."""
 
 import random
 
-from reference_node.raft.sim.faults import ALONGSIDE, FAULTS, NETWORK_FAULTS
-from reference_node.raft.sim.nemesis import FAULT_STARTS, fault_duration
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.simulation import SimConfig, Simulation
+from reference_node.sim.faults import ALONGSIDE, FAULTS, NETWORK_FAULTS
+from reference_node.sim.nemesis import FAULT_STARTS, fault_duration
+from reference_node.sim.network import Network
+from reference_node.sim.simulation import SimConfig, Simulation
 
 
 def test_every_fault_has_a_start() -> None:

@@ -17,8 +17,9 @@ import pytest
 from reference_node.raft.image import Image, decode_command, encode_cas, encode_write
 from reference_node.raft.image import fold_digest as image_fold_digest
 from reference_node.raft.messages import Entry, EntryKind
-from reference_node.raft.sim.invariants import INVARIANTS, Invariants, Violation
-from reference_node.raft.sim.oracle import (
+from reference_node.raft.voters import VoterSet, overlapping
+from reference_node.sim.invariants import INVARIANTS, Invariants, Violation
+from reference_node.sim.oracle import (
     GENESIS_DIGEST,
     Broker,
     BrokerRecord,
@@ -31,8 +32,7 @@ from reference_node.raft.sim.oracle import (
     observed_brokers,
     read_record,
 )
-from reference_node.raft.sim.simulation import SimConfig, run_seed
-from reference_node.raft.voters import VoterSet, overlapping
+from reference_node.sim.simulation import SimConfig, run_seed
 
 INCARNATION = uuid.UUID("018bcfe5-6800-7000-8000-000000000001")
 LATER = uuid.UUID("018bcfe5-7000-7000-8000-000000000002")

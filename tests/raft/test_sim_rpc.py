@@ -3,7 +3,7 @@
 import itertools
 
 from reference_node.raft.messages import ErrorCode, VoteRequest, VoteResponse
-from reference_node.raft.sim.rpc import NO_REQUEST, Rpc
+from reference_node.sim.rpc import NO_REQUEST, Rpc
 
 ASK = VoteRequest(cluster_id="c", candidate_epoch=2, candidate_id=1, last_offset_epoch=1,
                   last_offset=0)

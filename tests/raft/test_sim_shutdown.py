@@ -7,10 +7,10 @@ from __future__ import annotations
 import heapq
 
 from reference_node.raft.config import RaftConfig
-from reference_node.raft.sim.events import DROPPED
-from reference_node.raft.sim.host import SHUTDOWN_TIMEOUT_MS
-from reference_node.raft.sim.node import SimNode
-from reference_node.raft.sim.simulation import SimConfig, Simulation
+from reference_node.sim.events import DROPPED
+from reference_node.sim.host import SHUTDOWN_TIMEOUT_MS
+from reference_node.sim.node import SimNode
+from reference_node.sim.simulation import SimConfig, Simulation
 
 REQUEST_TIMEOUT_MS = RaftConfig().request_timeout_ms
 

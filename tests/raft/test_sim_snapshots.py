@@ -10,11 +10,11 @@ import pytest
 
 from reference_node.raft.image import Image, encode_cas, encode_write
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
-from reference_node.raft.sim.disk import DiskSnapshots, decode, encode, recover
-from reference_node.raft.sim.events import DROPPED, SnapshotDurable, SnapshotRefusal
-from reference_node.raft.sim.invariants import INVARIANTS, Invariants, Violation
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
-from reference_node.raft.simulate_cli import main
+from reference_node.sim.cli import main
+from reference_node.sim.disk import DiskSnapshots, decode, encode, recover
+from reference_node.sim.events import DROPPED, SnapshotDurable, SnapshotRefusal
+from reference_node.sim.invariants import INVARIANTS, Invariants, Violation
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 SHORT = 12_000
 

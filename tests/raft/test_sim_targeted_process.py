@@ -22,7 +22,7 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     DROPPED,
     Deliver,
     Event,
@@ -30,10 +30,10 @@ from reference_node.raft.sim.events import (
     Resume,
     TickDue,
 )
-from reference_node.raft.sim.faults import FAULTS, parse_faults
-from reference_node.raft.sim.nemesis import FAULT_STARTS
-from reference_node.raft.sim.node import SimNode
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
+from reference_node.sim.faults import FAULTS, parse_faults
+from reference_node.sim.nemesis import FAULT_STARTS
+from reference_node.sim.node import SimNode
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 PROCESS_FAULTS = ("pause", "leader-stall", "crash-after-persist", "vote-delay")
 

@@ -11,13 +11,13 @@ from collections import Counter
 import pytest
 
 from reference_node.raft.config import Unsafe
-from reference_node.raft.sim import shapes
-from reference_node.raft.sim.faults import FAULTS, SHAPES, parse_fault_mix, parse_faults
-from reference_node.raft.sim.invariants import Behaviour, Invariants
-from reference_node.raft.sim.nemesis import FAULT_STARTS, Nemesis, _draw, _weights_of
-from reference_node.raft.sim.simulation import SimConfig, Simulation, run_seed
-from reference_node.raft.simulate_cli import main
 from reference_node.raft.states import Leader
+from reference_node.sim import shapes
+from reference_node.sim.cli import main
+from reference_node.sim.faults import FAULTS, SHAPES, parse_fault_mix, parse_faults
+from reference_node.sim.invariants import Behaviour, Invariants
+from reference_node.sim.nemesis import FAULT_STARTS, Nemesis, _draw, _weights_of
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 ONLY_SHAPES = SimConfig(faults=SHAPES)
 VOTE_REQUEST = re.compile(r"^(\d+) deliver (\d+)->\d+ VoteRequest\(.*candidate_id=(\d+), "

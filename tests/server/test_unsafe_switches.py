@@ -10,11 +10,11 @@ import pytest
 
 from harness import test_cli
 from reference_node.config import ConfigError, from_properties
-from reference_node.raft import simulate_cli
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import ErrorCode
 from reference_node.server.node import NodeHost, raft_config
 from reference_node.server.storage_adapter import format_directory
+from reference_node.sim import cli as simulate_cli
 from testkit.cluster import CLUSTER_ID, free_ports
 
 BASE = {

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from reference_node.raft.api import AddVoter, ClientReply, RemoveVoter, VoterChangeReply
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Message, SnapshotId
-from reference_node.raft.sim.faults import ActiveFault
+from reference_node.sim.faults import ActiveFault
 
 
 class Deliver(NamedTuple):

@@ -22,10 +22,10 @@ does not count), and a changed set is a change too: the host calls `recompute` t
 
 from __future__ import annotations
 
-from reference_node.raft.sim.invariants import Invariants
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.node import SimNode
-from reference_node.raft.sim.oracle import majority
+from reference_node.sim.invariants import Invariants
+from reference_node.sim.network import Network
+from reference_node.sim.node import SimNode
+from reference_node.sim.oracle import majority
 
 ZOMBIE_SLACK_MS = 1000
 """Time for the last fetch responses to arrive and be counted, past the progress timeouts."""

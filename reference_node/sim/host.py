@@ -72,8 +72,10 @@ from reference_node.raft.messages import (
     SnapshotId,
     VoteResponse,
 )
-from reference_node.raft.sim.brokers import BrokerWatch, identity, incarnation_at
-from reference_node.raft.sim.disk import (
+from reference_node.raft.states import NEVER
+from reference_node.raft.voters import VoterSet
+from reference_node.sim.brokers import BrokerWatch, identity, incarnation_at
+from reference_node.sim.disk import (
     DiskSnapshots,
     SnapshotDir,
     SnapshotEncoder,
@@ -81,7 +83,7 @@ from reference_node.raft.sim.disk import (
     decode,
     recover,
 )
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     DROPPED,
     AdminReply,
     ClientReplyDue,
@@ -94,14 +96,12 @@ from reference_node.raft.sim.events import (
     SnapshotRefusal,
     TickDue,
 )
-from reference_node.raft.sim.evidence import Evidence
-from reference_node.raft.sim.fault_state import HostFaults
-from reference_node.raft.sim.invariants import Invariants
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.node import SimNode, new_directory_id
-from reference_node.raft.sim.rpc import Rpc
-from reference_node.raft.states import NEVER
-from reference_node.raft.voters import VoterSet
+from reference_node.sim.evidence import Evidence
+from reference_node.sim.fault_state import HostFaults
+from reference_node.sim.invariants import Invariants
+from reference_node.sim.network import Network
+from reference_node.sim.node import SimNode, new_directory_id
+from reference_node.sim.rpc import Rpc
 
 CLUSTER_ID = "sim-cluster"
 

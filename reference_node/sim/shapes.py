@@ -39,10 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.node import SimNode
-from reference_node.raft.sim.powers import ShapePowers
 from reference_node.raft.states import Leader
+from reference_node.sim.network import Network
+from reference_node.sim.node import SimNode
+from reference_node.sim.powers import ShapePowers
 
 POLL_MS = 100
 """How often a waiting step looks at the cluster again."""

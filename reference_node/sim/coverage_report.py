@@ -32,13 +32,12 @@ from typing import Any, cast
 import coverage
 
 import reference_node.raft
-from reference_node.raft.sim.simulation import SimConfig, SimResult
+from reference_node.sim.simulation import SimConfig, SimResult
 
 PACKAGE = "reference_node.raft"
 RAFT_DIR = Path(reference_node.raft.__file__).resolve().parent
 ROOT = RAFT_DIR.parent.parent
 """Paths are shown relative to the checkout (`reference_node/raft/core.py`)."""
-OMITTED = (str(RAFT_DIR / "sim" / "*"), str(RAFT_DIR / "simulate_cli.py"))
 SOURCE_SHOWN = 60
 """How many characters of a line's source the report quotes."""
 
@@ -107,7 +106,7 @@ class CoverageReport:
     def render(self) -> list[str]:
         """The table, then every untaken branch and unrun line by module and function."""
         out = [
-            f"coverage of {PACKAGE.replace('.', '/')}/ (without sim/ and simulate_cli.py) "
+            f"coverage of {PACKAGE.replace('.', '/')}/ "
             f"over {self.seeds} seed(s):",
             f"  {'module':<36} {'branches taken':>20} {'lines run':>20}",
         ]
@@ -169,8 +168,7 @@ class Measurement:
 
     def __init__(self) -> None:
         self._coverage = coverage.Coverage(
-            data_file=None, branch=True, source=[str(RAFT_DIR)], omit=list(OMITTED),
-            config_file=False,
+            data_file=None, branch=True, source=[str(RAFT_DIR)], config_file=False,
         )
         # The set-aside modules were imported unmeasured on purpose: no warning about them.
         self._coverage.set_option("run:disable_warnings", ["module-not-measured"])
@@ -184,7 +182,7 @@ class Measurement:
             del sys.modules[name]
         self._coverage.start()
         try:
-            self._simulation = importlib.import_module(f"{PACKAGE}.sim.simulation")
+            self._simulation = importlib.import_module(f"{SIMULATOR}.simulation")
         except BaseException:
             self.stop()  # the process gets its modules back, and no tracer is left running
             raise
@@ -194,9 +192,11 @@ class Measurement:
         for name in [name for name in sys.modules if _is_raft(name)]:
             del sys.modules[name]
         sys.modules.update(self._saved)
-        # Importing the fresh copy rebound the parent package's attribute; give the original back.
-        if PACKAGE in self._saved:
-            sys.modules["reference_node"].__dict__["raft"] = self._saved[PACKAGE]
+        # Importing the fresh copy rebound the parent package's attributes; give the originals back.
+        for package in (PACKAGE, SIMULATOR):
+            if package in self._saved:
+                sys.modules["reference_node"].__dict__[package.rpartition(".")[2]] = \
+                    self._saved[package]
         self._simulation = None
 
     def __enter__(self) -> Measurement:
@@ -233,8 +233,10 @@ class Measurement:
         return report_from_json(data, self._seeds)
 
 
-FRESH = (PACKAGE, "reference_node.storage")
-"""The packages imported afresh for a measured run: the core, and the storage its simulator reads
+SIMULATOR = "reference_node.sim"
+FRESH = (PACKAGE, SIMULATOR, "reference_node.storage")
+"""The packages imported afresh for a measured run: the core, the simulator that drives it (whose
+modules hold the set-aside core's classes otherwise), and the storage its simulator reads
 snapshots with (which builds the core's `Image` and `VoterSet`: the set-aside copy's would not be
 the fresh core's classes, and an image decoded at a restart would not recognise its entry kinds)."""
 

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 
 from reference_node.raft.api import AddVoter, RemoveVoter
 from reference_node.raft.messages import ErrorCode
-from reference_node.raft.sim.events import (
+from reference_node.raft.voters import VoterSet
+from reference_node.sim.events import (
     DROPPED,
     AdminReply,
     AdminRequest,
@@ -53,10 +54,9 @@ from reference_node.raft.sim.events import (
     MembershipStart,
     MembershipStop,
 )
-from reference_node.raft.sim.host import Cluster
-from reference_node.raft.sim.node import SimNode, new_directory_id
-from reference_node.raft.sim.zombies import ZombieWatch
-from reference_node.raft.voters import VoterSet
+from reference_node.sim.host import Cluster
+from reference_node.sim.node import SimNode, new_directory_id
+from reference_node.sim.zombies import ZombieWatch
 
 FLOOR = 3
 """The fewest voters the nemesis removes down to (a 5-voter run keeps at least 3)."""

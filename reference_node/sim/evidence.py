@@ -25,11 +25,11 @@ from typing import Any
 from reference_node.raft.api import Ready
 from reference_node.raft.core import RaftCore
 from reference_node.raft.messages import Entry, EntryKind
-from reference_node.raft.sim.brokers import BrokerWatch
-from reference_node.raft.sim.events import EventQueue
-from reference_node.raft.sim.invariants import Invariants
-from reference_node.raft.sim.node import SimNode
 from reference_node.raft.voters import VoterSet
+from reference_node.sim.brokers import BrokerWatch
+from reference_node.sim.events import EventQueue
+from reference_node.sim.invariants import Invariants
+from reference_node.sim.node import SimNode
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from reference_node.raft.api import Ready, Send
 from reference_node.raft.messages import VoteResponse
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     Event,
     EventQueue,
     Flushed,
@@ -45,8 +45,8 @@ from reference_node.raft.sim.events import (
     TickDue,
     VoteCrash,
 )
-from reference_node.raft.sim.faults import ActiveFault
-from reference_node.raft.sim.node import SimNode
+from reference_node.sim.faults import ActiveFault
+from reference_node.sim.node import SimNode
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 
 from reference_node.raft.config import Unsafe
-from reference_node.raft.sim.brokers import BrokerStats
-from reference_node.raft.sim.faults import FAULTS, MIXES, Weights, parse_fault_mix
-from reference_node.raft.sim.host import SnapshotStats
-from reference_node.raft.sim.membership import MembershipStats
-from reference_node.raft.sim.simulation import SimConfig, SimResult, run_seed
+from reference_node.sim.brokers import BrokerStats
+from reference_node.sim.faults import FAULTS, MIXES, Weights, parse_fault_mix
+from reference_node.sim.host import SnapshotStats
+from reference_node.sim.membership import MembershipStats
+from reference_node.sim.simulation import SimConfig, SimResult, run_seed
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 64
 
@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
 
 def _main_measured(args: argparse.Namespace, seeds: list[int], config: SimConfig) -> int:
     try:
-        from reference_node.raft.sim.coverage_report import Measurement
+        from reference_node.sim.coverage_report import Measurement
     except ImportError as exc:
         print(f"kraft simulate: --coverage needs coverage.py (pip install -e '.[dev]'): {exc}",
               file=sys.stderr)

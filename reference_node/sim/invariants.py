@@ -85,7 +85,7 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from reference_node.raft.sim.oracle import (
+from reference_node.sim.oracle import (
     GENESIS_DIGEST,
     BrokerRecord,
     StateModel,

@@ -48,13 +48,13 @@ from reference_node.raft.messages import (
     BrokerRegistrationRequest,
     ErrorCode,
 )
-from reference_node.raft.sim.invariants import Invariants, Violation
-from reference_node.raft.sim.oracle import Broker, fold_brokers, observed_brokers
 from reference_node.raft.states import NEVER
+from reference_node.sim.invariants import Invariants, Violation
+from reference_node.sim.oracle import Broker, fold_brokers, observed_brokers
 
 if TYPE_CHECKING:
     from reference_node.raft.core import RaftCore
-    from reference_node.raft.sim.node import SimNode
+    from reference_node.sim.node import SimNode
 
 SIM_UNIX_MS = 1_700_000_000_000
 """The Unix time (ms) the simulated clock's 0 stands for, in incarnation ids."""

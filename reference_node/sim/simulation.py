@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference_node.raft.config import RaftConfig, Unsafe
-from reference_node.raft.sim.brokers import BrokerStats
-from reference_node.raft.sim.clients import Clients
-from reference_node.raft.sim.events import (
+from reference_node.sim.brokers import BrokerStats
+from reference_node.sim.clients import Clients
+from reference_node.sim.events import (
     DROPPED,
     AdminReply,
     AdminRequest,
@@ -77,14 +77,14 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS, Weights
-from reference_node.raft.sim.host import Cluster, SnapshotStats
-from reference_node.raft.sim.invariants import Invariants, Violation
-from reference_node.raft.sim.membership import MembershipNemesis, MembershipStats
-from reference_node.raft.sim.nemesis import Nemesis
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.node import SimNode
-from reference_node.raft.sim.zombies import ZombieWatch
+from reference_node.sim.faults import ALONGSIDE, BROKER_FAULTS, FAULTS, Weights
+from reference_node.sim.host import Cluster, SnapshotStats
+from reference_node.sim.invariants import Invariants, Violation
+from reference_node.sim.membership import MembershipNemesis, MembershipStats
+from reference_node.sim.nemesis import Nemesis
+from reference_node.sim.network import Network
+from reference_node.sim.node import SimNode
+from reference_node.sim.zombies import ZombieWatch
 
 RECENT_EVENTS = 40
 """How many of the last events a violation report shows."""

@@ -48,7 +48,7 @@ import random
 from collections.abc import Callable
 
 from reference_node.raft.messages import BrokerRegistrationRequest
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     DROPPED,
     BrokerReplay,
     BrokerRestart,
@@ -65,11 +65,11 @@ from reference_node.raft.sim.events import (
     VoteCrash,
     VoterRestart,
 )
-from reference_node.raft.sim.fault_state import PersistCrasher, VoteCrasher
-from reference_node.raft.sim.faults import ActiveFault
-from reference_node.raft.sim.host import Cluster
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.shapes import (
+from reference_node.sim.fault_state import PersistCrasher, VoteCrasher
+from reference_node.sim.faults import ActiveFault
+from reference_node.sim.host import Cluster
+from reference_node.sim.network import Network
+from reference_node.sim.shapes import (
     POLL_MS,
     STEPS,
     Shape,
@@ -79,7 +79,7 @@ from reference_node.raft.sim.shapes import (
     start_observer_lag,
     start_zombie_rejoin,
 )
-from reference_node.raft.sim.zombies import ZombieWatch
+from reference_node.sim.zombies import ZombieWatch
 
 LAGGING = ("lagging-follower", "corrupt-snapshot")
 """The faults that cut a follower off and let it back (`Rejoin`) before they stop."""

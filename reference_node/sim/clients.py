@@ -36,7 +36,7 @@ from reference_node.raft.api import (
 )
 from reference_node.raft.image import encode_cas, encode_write
 from reference_node.raft.messages import ErrorCode
-from reference_node.raft.sim.events import (
+from reference_node.sim.events import (
     DROPPED,
     ClientNext,
     ClientReplyDue,
@@ -45,8 +45,8 @@ from reference_node.raft.sim.events import (
     Dropped,
     EventQueue,
 )
-from reference_node.raft.sim.invariants import Invariants
-from reference_node.raft.sim.node import SimNode
+from reference_node.sim.invariants import Invariants
+from reference_node.sim.node import SimNode
 
 CLIENT_TIMEOUT_MS = 3000
 KV_KEYS: tuple[str | int, ...] = ("x", "y", 7)

@@ -15,8 +15,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from reference_node.raft.sim.network import Network
-from reference_node.raft.sim.node import SimNode
+from reference_node.sim.network import Network
+from reference_node.sim.node import SimNode
 
 
 class ClusterView(Protocol):

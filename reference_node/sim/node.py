@@ -15,11 +15,11 @@ import uuid
 from reference_node.raft.api import QuorumState
 from reference_node.raft.core import RaftCore
 from reference_node.raft.messages import Entry, SnapshotId
-from reference_node.raft.sim.disk import SnapshotDir
-from reference_node.raft.sim.events import Event
-from reference_node.raft.sim.rpc import Rpc
 from reference_node.raft.states import NEVER
 from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
+from reference_node.sim.disk import SnapshotDir
+from reference_node.sim.events import Event
+from reference_node.sim.rpc import Rpc
 
 
 def new_directory_id(rng: random.Random) -> uuid.UUID:
