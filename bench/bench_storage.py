@@ -117,7 +117,8 @@ def node_config(log_dir: Path) -> object:
 def start_like_the_node(log_dir: Path) -> int:
     """What NodeHost.__init__ does with the disk; returns the core's log end offset."""
     from reference_node.raft.core import RaftCore
-    from reference_node.server.node import _now_ms, raft_config
+    from reference_node.server.node import raft_config
+    from reference_node.server.pump import now_ms
     from reference_node.server.storage_adapter import Disk
 
     cfg: Any = node_config(log_dir)
@@ -126,7 +127,7 @@ def start_like_the_node(log_dir: Path) -> int:
         state, entries = disk.initial_state()
         core = RaftCore(
             cfg.node_id, sorted(cfg.voters), disk.cluster_id, raft_config(cfg),
-            random.Random(), _now_ms(), quorum_state=state, log=entries,
+            random.Random(), now_ms(), quorum_state=state, log=entries,
             log_start_offset=disk.log_start_offset,
         )
         return int(core.log.end_offset)

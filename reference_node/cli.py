@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
     if cfg is None:
         return EXIT_USAGE
     from reference_node.server.event_loop import EventLoopUnavailable
-    from reference_node.server.node import run_node
+    from reference_node.server.process import run_node
 
     try:
         return run_node(cfg, args.event_loop)

@@ -53,7 +53,7 @@ endpoints (a controller lists the voters, as before) and names itself as the con
 brokers name a live broker; its clients send admin requests there); while it is not serving it
 lists no broker and every topic gets BROKER_NOT_AVAILABLE. ApiVersions on a broker-only node
 (a broker node) leaves out the controllers' BrokerRegistration and BrokerHeartbeat. A Produce whose record value
-decodes as a broker record (`raft.brokers.decode_broker_record`) is refused with INVALID_RECORD:
+decodes as a broker record (`raft.records.decode_broker_record`) is refused with INVALID_RECORD:
 only the active controller writes them.
 
 Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
@@ -181,24 +181,15 @@ class ClientApi:
 
     async def api_versions(self, req: Request) -> Any:
         # A broker alone leaves the controllers' APIs out; with combined roles it answers them.
-        if not self._is_controller():
+        if not self.node.is_controller():
             table = {k: v for k, v in apis.SUPPORTED_APIS.items()
                      if k not in apis.CONTROLLER_ONLY_APIS}
             return apis.api_versions_response(req.api_version, supported=table)
         return apis.api_versions_response(req.api_version)
 
-    def _is_controller(self) -> bool:
-        is_controller = getattr(self.node, "is_controller", None)
-        return True if is_controller is None else bool(is_controller())
-
-    def _broker_status(self) -> BrokerStatus | None:
-        """This node's broker lifecycle; None on a controller (or a host without brokers)."""
-        status = getattr(self.node, "broker_status", None)
-        return None if status is None else status()  # type: ignore[no-any-return]
-
     async def metadata(self, req: Request) -> Any:
         node = self.node
-        status = self._broker_status()
+        status = self.node.broker_status()
         if status is not None:
             return self._broker_metadata(req, status)
         leader = node.leader_id()
@@ -258,7 +249,7 @@ class ClientApi:
         if req.body.topics is not None:
             # The views are listed only when asked for by name: they are not logs. A broker
             # serves `__brokers` itself, so it names itself its leader.
-            view_leader = node.node_id if self._broker_status() is not None else None
+            view_leader = node.node_id if self.node.broker_status() is not None else None
             brokers_part = dict(ours["partitions"][0])
             if view_leader is not None:
                 brokers_part.update(error_code=ErrorCode.none, leader_id=view_leader,
@@ -487,7 +478,7 @@ class ClientApi:
         """`__brokers`: a broker's own image at once (BROKER_NOT_AVAILABLE while it does not
         serve), or the leader's image at the high watermark after a linearizable read."""
         node = self.node
-        status = self._broker_status()
+        status = self.node.broker_status()
         rows: list[tuple[bytes, bytes]] = []
         if status is not None:
             if not status.serving:

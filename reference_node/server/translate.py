@@ -65,16 +65,13 @@ from reference_node.raft.voters import VoterSet
 from reference_node.server.kiobuild import build, has_field
 from reference_node.server.peers import Outbound
 from reference_node.storage.batch import (
-    HEADER_SIZE,
-    BatchFormatError,
-    BatchHeader,
     ControlType,
     StoredRecord,
     decode_records,
     encode_batch,
-    get_varint,
     iter_batches,
 )
+from reference_node.storage.data_batch import data_batch_values, encode_data_batch
 from reference_node.storage.kraft_records import (
     ControlRecordError,
     decode_kraft_version,
@@ -82,7 +79,6 @@ from reference_node.storage.kraft_records import (
     kraft_version_payload,
     voters_payload,
 )
-from reference_node.storage.snapshot import encode_data_batch
 from reference_node.wire import apis
 
 TOPIC = apis.METADATA_TOPIC
@@ -676,47 +672,10 @@ def records_to_entries(data: bytes | None) -> list[m.Entry]:
         return []
     out: list[m.Entry] = []
     for pos, header in iter_batches(data):
-        values = None if header.is_control else _data_values(data, pos, header)
+        values = None if header.is_control else data_batch_values(data, pos, header)
         if values is None:
             out += [stored_to_entry(r) for r in decode_records(data, pos, header)]
             continue
         base, epoch, data_kind = header.base_offset, header.epoch, m.EntryKind.DATA
         out += [m.Entry(base + i, epoch, data_kind, value) for i, value in enumerate(values)]
     return out
-
-
-def _data_values(data: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
-    """The values of a data batch whose records are all `encode_data_batch`'s layout (offset
-    delta = index, timestamp delta 0, key null, no headers) at a valid offset and epoch; None
-    for any other batch (`decode_records` then reads it, and refuses what is wrong)."""
-    end = pos + header.size
-    if header.base_offset < 0 or header.epoch < 0:
-        return None
-    p = pos + HEADER_SIZE
-    out: list[bytes] = []
-    try:
-        for i in range(header.record_count):
-            length, p = _varint(data, p)
-            record_end = p + length
-            if data[p] != 0 or data[p + 1] != 0:  # attributes, timestamp delta
-                return None
-            delta, q = _varint(data, p + 2)
-            if delta != i or data[q] != 1:  # offset delta, key null
-                return None
-            size, q = _varint(data, q + 1)
-            value_end = q + size
-            if size < 0 or value_end + 1 != record_end or record_end > end or \
-                    data[value_end] != 0:  # no headers
-                return None
-            out.append(data[q:value_end])
-            p = record_end
-    except (IndexError, BatchFormatError):
-        return None
-    return out if p == end else None
-
-
-def _varint(data: bytes, p: int) -> tuple[int, int]:
-    b = data[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return get_varint(data, p)

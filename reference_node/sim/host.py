@@ -33,7 +33,7 @@ whichever nodes vote by then). A wiped node starts again on an empty disk with a
 (`--no-initial-controllers`); the evidence keeps what its old disk held.
 
 With brokers (`kraft simulate --brokers N`), N more nodes are brokers: observers of the metadata
-log that register with the leader and heartbeat it (raft/brokers.py). Every start of a broker is a
+log that register with the leader and heartbeat it (raft/lifecycle.py). Every start of a broker is a
 new process, so the host gives its core a new incarnation (sim/brokers.py: time-ordered, from the
 simulated clock and the seed's broker stream). The broker messages travel like the others, paired
 by the RPC layer; the broker watch (sim/brokers.py) hears of every heartbeat delivered, every event

@@ -26,10 +26,11 @@ SnapshotFooter, and no data record (`encode_bootstrap`); it decodes to the empty
 those voters. Only a 0-0 snapshot may hold no image records. As in Kafka, it is never served to a
 fetcher (the first leader puts its voters in the log).
 
-`encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too);
-`decode_snapshot` is the only door through which bytes become an `Image`, and it refuses (one
-`SnapshotError` line) anything Kafka's reader would: a bad CRC, a missing header or footer, a
-truncated file, or content that does not match the id the file is named after.
+`encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too), with the
+data batches in `data_batch`'s fast layout, read back as a Fetch's are. `decode_snapshot` is the
+only door through which bytes become an `Image`, and it refuses (one `SnapshotError` line) anything
+Kafka's reader would: a bad CRC, a missing header or footer, a truncated file, or content that does
+not match the id the file is named after.
 
 `SnapshotFiles` is the server's side: durable writes (`<name>.checkpoint.part`, fsync, rename,
 fsync the directory), chunked reads for FetchSnapshot, deletion, and at start the latest valid
@@ -42,15 +43,13 @@ import contextlib
 import io
 import os
 import re
-import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
 from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
 from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
 from kio.serial import entity_reader, entity_writer
@@ -61,20 +60,15 @@ from reference_node.raft.messages import SnapshotId
 from reference_node.raft.voters import VoterSet
 
 from .batch import (
-    HEADER_SIZE,
-    MAGIC,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
     BatchFormatError,
     BatchHeader,
     ControlType,
     StoredRecord,
     decode_records,
     encode_batch,
-    get_varint,
     iter_batches,
 )
+from .data_batch import data_batch_values, encode_data_batch
 from .fsutil import fsync_dir, write_all
 from .kraft_records import (
     KRAFT_VERSION_MAX,
@@ -111,8 +105,6 @@ BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
 """Kafka's `Snapshots.BOOTSTRAP_SNAPSHOT_ID`: the checkpoint `format` writes with the initial
 voters (KIP-853); never served to a fetcher."""
 
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
 _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -246,84 +238,6 @@ def _footer_batch(offset: int, epoch: int, timestamp_ms: int) -> bytes:
                                       int(ControlType.SNAPSHOT_FOOTER), timestamp_ms)])
 
 
-# --- data batches, fast ---------------------------------------------------------------------------
-# A snapshot of a large image is 10^5..10^6 records: `batch.encode_batch` / `decode_records` build a
-# StoredRecord per record, which costs more than the rest of the codec. These produce and accept
-# the same bytes (the tests compare them) for the records a snapshot holds: data records of one
-# timestamp, key null, no headers.
-
-_SMALL = 1 << 13
-_ZIGZAG = [bytes([2 * n]) if n < 64 else bytes([(2 * n & 0x7F) | 0x80, 2 * n >> 7])
-           for n in range(_SMALL)]
-"""The zigzag varint of every n < 2^13 (one or two bytes)."""
-
-
-def _zigzag(n: int) -> bytes:
-    if n < _SMALL:
-        return _ZIGZAG[n]
-    out = bytearray()
-    v = 2 * n
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def encode_data_batch(base_offset: int, epoch: int, timestamp_ms: int,
-                      values: Sequence[bytes]) -> bytes:
-    """`encode_batch` of data records `values` at `base_offset..`, all at `timestamp_ms`."""
-    parts: list[bytes] = []
-    add = parts.append
-    zz = _zigzag
-    for i, value in enumerate(values):
-        # attributes 0, timestampDelta 0 | offsetDelta | key null (-1) | value | no headers
-        record = b"".join((b"\x00\x00", zz(i), b"\x01", zz(len(value)), value, b"\x00"))
-        add(zz(len(record)))
-        add(record)
-    body = b"".join(parts)
-    tail = _TAIL.pack(0, len(values) - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID,
-                      NO_PRODUCER_EPOCH, NO_SEQUENCE, len(values))
-    crc = crc32c(body, crc32c(tail))
-    length = 9 + len(tail) + len(body)
-    return _HEAD.pack(base_offset, length, epoch, MAGIC, crc) + tail + body
-
-
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    b = buf[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    return get_varint(buf, p)
-
-
-def _data_values(buf: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
-    """The values of a data batch's records as `encode_data_batch` lays them out; None when the
-    batch is laid out otherwise (`decode_records` then reads it, slowly but generally)."""
-    end = pos + header.size
-    p = pos + HEADER_SIZE
-    out: list[bytes] = []
-    add = out.append
-    try:
-        for i in range(header.record_count):
-            length, p = _varint(buf, p)
-            rec_end = p + length
-            # attributes 0, timestampDelta 0
-            if buf[p] != 0 or buf[p + 1] != 0:
-                return None
-            delta, q = _varint(buf, p + 2)
-            if delta != i or buf[q] != 1:  # offsetDelta, key null
-                return None
-            size, q = _varint(buf, q + 1)
-            value_end = q + size
-            if size < 0 or value_end + 1 != rec_end or rec_end > end or buf[value_end] != 0:
-                return None
-            add(buf[q:value_end])
-            p = rec_end
-    except (IndexError, BatchFormatError):
-        return None
-    return out if p == end else None
-
-
 def read_batches(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader, list[StoredRecord]]]:
     """Every batch of a snapshot file with its records; SnapshotError on the first bad one."""
     for pos, header in _batches(data):
@@ -378,7 +292,7 @@ class _Reader:
         elif header.epoch != self.epoch:
             raise SnapshotError(f"the batch at byte {pos} has epoch {header.epoch}, the "
                                 f"snapshot's batches have epoch {self.epoch}")
-        values = None if first or header.is_control else _data_values(data, pos, header)
+        values = None if first or header.is_control else data_batch_values(data, pos, header)
         if values is not None:
             self.values += values
         else:

@@ -28,6 +28,8 @@ from reference_node.wire.codec import Request
 from reference_node.wire.records import build_append_batch, build_batch
 from reference_node.wire.requests import fetch_request, metadata_request, produce_request
 
+from .fake_node import NodeApiFake
+
 ErrorCode = m.ErrorCode
 
 BROKER = {
@@ -171,7 +173,7 @@ B5 = BrokerInfo(5, INCARNATION, 11, "127.0.0.1", 9097, fenced=True, since=20)
 
 
 @dataclass
-class FakeNode:
+class FakeNode(NodeApiFake):
     """A controller leading epoch 3 (status None), or broker 4 (with a status)."""
 
     status: BrokerStatus | None = None

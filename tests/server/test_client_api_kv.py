@@ -27,11 +27,13 @@ from reference_node.wire.requests import (
     produce_request,
 )
 
+from .fake_node import NodeApiFake
+
 KV = ((1, "x"), ("a", 3), ("b", {"n": [1, 2]}))
 
 
 @dataclass
-class FakeNode:
+class FakeNode(NodeApiFake):
     """The leader of epoch 3 whose log starts at 40 (a snapshot holds what is below)."""
 
     outcomes: tuple[str | None, ...] = ()

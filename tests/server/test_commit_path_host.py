@@ -16,7 +16,7 @@ import pytest
 
 from reference_node.config import NodeConfig
 from reference_node.raft import messages as m
-from reference_node.server import node as node_module
+from reference_node.server import routing
 from reference_node.server.node import NodeHost
 from testkit.cluster import single_voter
 
@@ -62,13 +62,13 @@ def append_while_the_fsync_is_held(cfg: NodeConfig, monkeypatch: pytest.MonkeyPa
         gate = threading.Event()
         try:
             await until(lambda: host.core.state_name == "leader")
-            await asyncio.wait_for(host.append((b"first",)), 10)  # the epoch's start commits
+            await asyncio.wait_for(host.facade.append((b"first",)), 10)  # the epoch's start commits
             gate, synced = hold_flushes(host, monkeypatch)
-            reply = host.append((b"x",))
+            reply = host.facade.append((b"x",))
             await asyncio.sleep(0.3)
             seen["acked_while_held"] = reply.done()
             seen["hw_while_held"] = max(high_watermarks(cfg))
-            seen["flush_in_flight_ms"] = host._gauges()["log-flush-in-flight-ms"]
+            seen["flush_in_flight_ms"] = host.gauges()["log-flush-in-flight-ms"]
             gate.set()
             answer = await asyncio.wait_for(reply, 10)
             await until(lambda: bool(synced))
@@ -114,17 +114,17 @@ def test_a_raft_request_the_core_leaves_unanswered_expires_and_is_forgotten(
         await host.start()
         try:
             await until(lambda: host.core.state_name == "leader")
-            await asyncio.wait_for(host.append((b"first",)), 10)
+            await asyncio.wait_for(host.facade.append((b"first",)), 10)
             # An observer's fetch at the log end: the leader parks it for max_wait_ms.
             fetch = m.FetchRequest(host.cluster_id, 5, host.core.epoch,
                                    host.core.log_end_offset, host.core.last_epoch, 5_000)
-            answer = await host._core_answer(fetch, 5, 0.05)
-            return answer, len(host._inbound)
+            answer = await host.routing._core_answer(fetch, 5, 0.05)
+            return answer, len(host.routing._inbound)
         finally:
             await host.stop(graceful=False)
 
     answer, pending = asyncio.run(scenario())
-    assert answer is node_module._TIMED_OUT
+    assert answer is routing.TIMED_OUT
     assert pending == 0
 
 
@@ -145,18 +145,18 @@ def test_nothing_goes_out_after_a_quorum_state_that_could_not_be_made_durable(
 
         monkeypatch.setattr(host.disk, "write_quorum_state", failing_write)
         carried: list[Any] = []
-        carry_out = host._carry_out
+        carry_out = host.pump._carry_out
 
         def recorded(ready: Any) -> None:
             carried.append(ready)
             carry_out(ready)
 
-        monkeypatch.setattr(host, "_carry_out", recorded)
+        monkeypatch.setattr(host.pump, "_carry_out", recorded)
         await host.start()
         try:
             fatal = await asyncio.wait_for(host.fatal, 10)
             carried.clear()
-            host.append((b"x",))  # a later input, and its Ready
+            host.facade.append((b"x",))  # a later input, and its Ready
             await asyncio.sleep(0.3)  # time for any later Ready to be (wrongly) carried out
             assert carried == []
             lines = (cfg.metadata_log_dir / "events.jsonl").read_text().splitlines()

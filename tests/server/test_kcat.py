@@ -44,6 +44,8 @@ from reference_node.wire.requests import (
 )
 from testkit.cluster import Cluster
 
+from .fake_node import NodeApiFake
+
 TOPIC = apis.METADATA_TOPIC
 KCAT = shutil.which("kcat")
 needs_kcat = pytest.mark.skipif(
@@ -209,7 +211,7 @@ def test_kcat_follows_a_leader_change(cluster: Cluster) -> None:
 
 
 @dataclass
-class FakeNode:
+class FakeNode(NodeApiFake):
     """The leader (or not) of a 3-voter quorum in epoch 3, with a high watermark of 5."""
 
     leader: int | None = 1

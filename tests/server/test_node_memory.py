@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reference_node.raft import replication
-from reference_node.server import node as node_module
+from reference_node.server import process
 from reference_node.server.node import NodeHost
 from testkit.cluster import single_voter
 
@@ -31,11 +31,11 @@ def test_entries_released_to_disk_read_back_the_same(tmp_path: Path,
                 await asyncio.sleep(0.01)
             offsets = []
             for value in range(40):  # one at a time: each commits, is flushed, then released
-                reply = await asyncio.wait_for(host.append((str(value).encode(),)), 10)
+                reply = await asyncio.wait_for(host.facade.append((str(value).encode(),)), 10)
                 offsets.append(reply.offsets[0])
             in_memory = host.core.log_view.end_offset - stored_end(host)
             assert in_memory <= RECENT + 1, in_memory  # + the append not yet released
-            read = await asyncio.wait_for(host.read(0), 10)
+            read = await asyncio.wait_for(host.facade.read(0), 10)
             values = {e.offset: e.payload for e in read.records}
             assert [values[o] for o in offsets] == [str(v).encode() for v in range(40)]
         finally:
@@ -61,12 +61,12 @@ def test_a_node_process_serves_with_its_start_frozen_and_a_larger_young_generati
         return 0
 
     threshold = gc.get_threshold()
-    monkeypatch.setattr(node_module, "choose_event_loop", lambda choice: ("test", run))
+    monkeypatch.setattr(process, "choose_event_loop", lambda choice: ("test", run))
     try:
-        assert node_module.run_node(single_voter(tmp_path)) == 0
+        assert process.run_node(single_voter(tmp_path)) == 0
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
     [(tuned, frozen)] = seen
-    assert tuned == node_module.GC_THRESHOLD != threshold
+    assert tuned == process.GC_THRESHOLD != threshold
     assert frozen > 10_000  # the modules, kio's classes and all the start made

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from reference_node.server import node as node_module
+from reference_node.server import process
 from testkit.cluster import free_ports, single_voter
 
 
@@ -41,7 +42,7 @@ def test_a_taken_metrics_port_fails_the_start_before_the_client_port_accepts(
     with socket.socket() as taken, caplog.at_level(logging.ERROR):
         taken.bind(("127.0.0.1", metrics_port))
         taken.listen()
-        assert asyncio.run(node_module.serve(cfg)) == 1
+        assert asyncio.run(process.serve(cfg)) == 1
     assert seen == [False]
     assert not accepts(port)
     assert f"metrics port {metrics_port}" in caplog.text and "cannot listen" in caplog.text

@@ -293,7 +293,7 @@ def test_follower_of_a_leader_without_a_common_fetch_sends_nothing_and_says_why(
 
 
 def _fetch_failures(caplog: pytest.LogCaptureFixture) -> int:
-    return sum(1 for r in caplog.records if r.name == "reference_node.server.node"
+    return sum(1 for r in caplog.records if r.name == "reference_node.server.peer_rpc"
                and r.getMessage().startswith("FetchRequest to 2 failed"))
 
 

@@ -18,10 +18,12 @@ from reference_node.wire.codec import Request
 from reference_node.wire.records import build_append_batch
 from reference_node.wire.requests import produce_request
 
+from .fake_node import NodeApiFake
+
 VERSION = SUPPORTED_APIS[PRODUCE].max
 
 
-class Node:
+class Node(NodeApiFake):
     """A leader whose appends commit when the test says so."""
 
     node_id = 1
@@ -42,8 +44,7 @@ class Node:
 
 
 def client_api(node: Node) -> ClientApi:
-    fake: Any = node  # the few NodeApi methods a Produce needs
-    return ClientApi(fake)
+    return ClientApi(node)
 
 
 def produce(api: ClientApi, timeout_ms: int = 5000) -> asyncio.Task[Any]:

@@ -92,9 +92,9 @@ def test_read_mode_leader_reads_through_the_core(tmp_path: Path) -> None:
                 if host.core.is_leader:
                     break
                 await asyncio.sleep(0.01)
-            appended = await asyncio.wait_for(host.append((b"7", b"8")), 5)
+            appended = await asyncio.wait_for(host.facade.append((b"7", b"8")), 5)
             assert appended.error == ErrorCode.none
-            reply = await asyncio.wait_for(host.read(appended.offsets[0]), 5)
+            reply = await asyncio.wait_for(host.facade.read(appended.offsets[0]), 5)
         finally:
             await host.stop(graceful=False)
         assert reply.error == ErrorCode.none

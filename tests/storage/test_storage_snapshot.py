@@ -24,11 +24,11 @@ from reference_node.raft.image import Image, encode_cas, encode_write
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
 from reference_node.storage import snapshot as snapshot_module
 from reference_node.storage.batch import ControlType, StoredRecord, encode_batch
+from reference_node.storage.data_batch import encode_data_batch
 from reference_node.storage.snapshot import (
     SnapshotError,
     SnapshotFiles,
     decode_snapshot,
-    encode_data_batch,
     encode_snapshot,
     parse_snapshot_filename,
     snapshot_filename,
