@@ -16,17 +16,19 @@ never matches tests nothing but reads. Reads, writes and cas come a third each.
 After the faults heal, every node is asked for every key (`final_ops`): a write acknowledged and
 then lost shows as a final read that no order of the operations explains.
 
-`checkers.compose.check_kv` judges it: Wing-Gong-Lowe linearizability, each key a register.
+`check` judges it: Wing-Gong-Lowe linearizability (`checkers.linearizable`), each key a register.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from checkers import compose
+from checkers import append_history, compose, linearizable
 from contracts.generator import PENDING, Context, Generator, Result, draw
-from contracts.history import Op
+from contracts.history import Follow, Op
 from contracts.workload import Checker
 
 KEYS = 4
@@ -86,12 +88,31 @@ def _invoke(process: int, f: str, value: dict[str, Any]) -> Op:
     return {"process": process, "type": "invoke", "f": f, "value": value}
 
 
+def suite(model: str) -> compose.Suite:
+    """Linearizability of each key's ops against `model` (`checkers.models`), within test.json's
+    budget of states (`checker.max_states`)."""
+    def judge(case: compose.Case, verdicts: compose.Verdicts
+              ) -> append_history.AppendHistory | None:
+        # read under the guard: a bad budget in test.json makes the verdict unknown, not a crash
+        verdicts.run("linearizable", lambda: linearizable.check(
+            case.history, model,
+            int(case.options.get("max_states", linearizable.DEFAULT_MAX_STATES))))
+        return None
+    return judge
+
+
+def check(history: Sequence[Op], test: Mapping[str, Any],
+          nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """The `kv` workload's verdict: linearizability against a key-value map."""
+    return compose.check(history, test, nodes, suite("kv"))
+
+
 @dataclass(frozen=True)
 class KvWorkload:
     """The `kv` workload (a `contracts.workload.Workload`)."""
 
     name: str = "kv"
-    checker: Checker = compose.check_kv
+    checker: Checker = check
     keys: int = KEYS
 
     def generator(self, seed: int) -> Generator:
@@ -101,6 +122,9 @@ class KvWorkload:
         """A read of every key, asked of every node once the faults are healed."""
         return [{"type": "invoke", "f": "read", "value": {"key": key}, "final": True}
                 for key in range(self.keys)]
+
+    def reading(self) -> Follow | None:
+        return None
 
 
 KV = KvWorkload()

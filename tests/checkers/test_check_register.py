@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from chk_histories import Builder
 
-import checkers
+import workloads
 from checkers import linearizable
 from checkers.history import validate
 
@@ -20,7 +20,7 @@ Op = dict[str, Any]
 
 
 def check(ops: list[Op], model: str = "register") -> dict[str, Any]:
-    return checkers.check(ops, {"workload": model})
+    return workloads.check(ops, {"workload": model})
 
 
 # hand cases -------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def explosive() -> list[Op]:
 
 
 def test_spent_budget_gives_unknown_not_a_pass_and_says_how_far_it_got() -> None:
-    result = checkers.check(explosive(), {"workload": "register", "checker": {"max_states": 5000}})
+    result = workloads.check(explosive(), {"workload": "register", "checker": {"max_states": 5000}})
     assert result["valid"] == "unknown"
     searched = result["checkers"]["linearizable"]
     assert (searched["states_explored"], searched["max_states"]) == (5000, 5000)
@@ -122,14 +122,14 @@ def test_the_verdict_is_the_same_on_any_machine(monkeypatch: pytest.MonkeyPatch)
     # The same history and budget, twice, and then with every clock reading an hour later than
     # the last (a machine as slow as can be): the same results each time.
     test = {"workload": "register", "checker": {"max_states": 3000}}
-    first = checkers.check(explosive(), test)
+    first = workloads.check(explosive(), test)
     assert first["valid"] == "unknown"
-    assert checkers.check(explosive(), test) == first
+    assert workloads.check(explosive(), test) == first
     hours = itertools.count(0, 3600.0)
     for clock in ("monotonic", "perf_counter", "time", "process_time"):
         monkeypatch.setattr(time, clock, lambda: next(hours))
     monkeypatch.setattr(time, "monotonic_ns", lambda: int(next(hours) * 1e9))
-    assert checkers.check(explosive(), test) == first
+    assert workloads.check(explosive(), test) == first
 
 
 @pytest.mark.parametrize("model", ["register", "kv"])
