@@ -1,11 +1,11 @@
 """The `brokers` workload: clients ask every node how it sees the brokers (issue 17).
 
-Ops (the design of issue 17, "History"): `describe` with value null, bound to the client's own
-node (clients are spread over the controllers and the brokers, `kraft test --brokers N`); ok
-`{"node", "role": "broker" | "controller", "offset", "self": {...} | null, "brokers": {"<id>":
-BrokerInfo.to_json(), ...}}`; fail `broker-not-available` (a broker that does not serve: fenced by
-the controller, or by itself), `not-leader-or-follower` (a controller that does not lead), ...;
-info on a timeout.
+Ops (the design of issue 17, "History"; `DescribeOk` below): `describe` with value null, bound to
+the client's own node (clients are spread over the controllers and the brokers, `kraft test
+--brokers N`); ok `{"node", "role": "broker" | "controller", "offset", "self": {...} | null,
+"brokers": {"<id>": BrokerInfo.to_json(), ...}}`; fail `broker-not-available` (a broker that does
+not serve: fenced by the controller, or by itself), `not-leader-or-follower` (a controller that
+does not lead), ...; info on a timeout.
 
 Nothing is written: what is judged is whether a node served when it should not have (a broker
 cut off past its heartbeat timeout), and whether the controllers' answers list brokers unfenced
@@ -25,12 +25,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from checkers import append_history, compose, fencing
 from contracts.generator import PENDING, Context, Generator, Result, draw
 from contracts.history import Follow, Op
 from contracts.workload import Checker
 
-DESCRIBE = "describe"
+DESCRIBE = "describe"  # the one op; its invoke value is null
+
+
+class DescribeOk(msgspec.Struct, frozen=True):
+    """A node's view of the brokers: its role ("broker" | "controller"), its `__brokers`
+    partition's high watermark, a broker's own record (`self`; null on a controller), and each
+    registered broker by id (as text), as `BrokerInfo.to_json()`."""
+
+    node: str
+    role: str
+    offset: int
+    own: dict[str, Any] | None = msgspec.field(name="self")
+    brokers: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The `kv` workload: read, write and compare-and-set on a few keys, as Jepsen's register tests do.
 
-Ops (docs/architecture.md, register and key-value workloads):
+Ops (docs/architecture.md, register and key-value workloads; the structs below):
 
 - `read {"key": K}` -> ok `{"key": K, "value": V}` (V null while the key has no value);
 - `write {"key": K, "value": V}` -> ok, the same;
@@ -26,12 +26,57 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from checkers import append_history, compose, linearizable
 from contracts.generator import PENDING, Context, Generator, Result, draw
 from contracts.history import Follow, Op
 from contracts.workload import Checker
+from workloads import ops
 
 KEYS = 4
+
+Key = int
+Value = int | None  # null: the key has no value
+
+
+class Read(msgspec.Struct, frozen=True):
+    """`read`: the key's value."""
+
+    key: Key
+
+
+class ReadOk(msgspec.Struct, frozen=True):
+    key: Key
+    value: Value
+
+
+class Write(msgspec.Struct, frozen=True):
+    """`write`: the key's value becomes `value`; ok with the same value."""
+
+    key: Key
+    value: Value
+
+
+class Cas(msgspec.Struct, frozen=True):
+    """`cas`: the key's value becomes `to` if it is `expected` (null: the key has none)."""
+
+    key: Key
+    expected: Value = msgspec.field(name="from")
+    to: Value
+
+
+class CasOk(msgspec.Struct, frozen=True):
+    """A cas that took effect or certainly did not (`swapped`)."""
+
+    key: Key
+    expected: Value = msgspec.field(name="from")
+    to: Value
+    swapped: bool
+
+
+INVOKES: dict[str, type[Read] | type[Write] | type[Cas]] = {
+    "read": Read, "write": Write, "cas": Cas}
 
 
 @dataclass(frozen=True)
@@ -51,14 +96,12 @@ class KvOps(Generator):
         key = int(u * self.keys)
         u, state = draw(state)
         if u < 1 / 3:
-            value: dict[str, Any] = {"key": key}
-            return _invoke(process, "read", value), replace(self, state=state)
+            return _invoke(process, "read", Read(key)), replace(self, state=state)
+        value: Write | Cas
         if u < 2 / 3:
-            value = {"key": key, "value": self.next_value}
-            f = "write"
+            value, f = Write(key, self.next_value), "write"
         else:
-            value = {"key": key, "from": self._known(key), "to": self.next_value}
-            f = "cas"
+            value, f = Cas(key, self._known(key), self.next_value), "cas"
         return _invoke(process, f, value), replace(self, state=state,
                                                    next_value=self.next_value + 1)
 
@@ -84,8 +127,8 @@ class KvOps(Generator):
         return self.known[key] if key < len(self.known) else None
 
 
-def _invoke(process: int, f: str, value: dict[str, Any]) -> Op:
-    return {"process": process, "type": "invoke", "f": f, "value": value}
+def _invoke(process: int, f: str, value: msgspec.Struct) -> Op:
+    return {"process": process, "type": "invoke", "f": f, "value": ops.value(value)}
 
 
 def suite(model: str) -> compose.Suite:
@@ -120,7 +163,7 @@ class KvWorkload:
 
     def final_ops(self) -> list[Op]:
         """A read of every key, asked of every node once the faults are healed."""
-        return [{"type": "invoke", "f": "read", "value": {"key": key}, "final": True}
+        return [{"type": "invoke", "f": "read", "value": ops.value(Read(key)), "final": True}
                 for key in range(self.keys)]
 
     def reading(self) -> Follow | None:
