@@ -43,6 +43,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from contracts.backend import Backend
 from contracts.history import Op
 from contracts.target import Client
+from workloads import kv, ops
 
 API_PATH = "/v3/"  # etcd 3.4's gateway prefix (3.3 served /v3beta/)
 KEY_PREFIX = "/jepsen/"
@@ -185,7 +186,8 @@ def read_value(answer: dict[str, Any]) -> Any:
 
 
 class EtcdClient(Client):
-    """One connection (a requests session) to one member at a time."""
+    """The `kv` workload's client (the one workload the target runs): one connection (a requests
+    session) to one member at a time."""
 
     def __init__(self) -> None:
         self.nodes: list[str] = []
@@ -214,30 +216,29 @@ class EtcdClient(Client):
 
     def invoke(self, op: Op, timeout: float) -> Op:
         node = self.current
-        f = op["f"]
-        arg = op["value"]
         try:
-            if f == "read":
-                answer = call(self._client(), "/kv/range", range_body(arg["key"]), timeout)
-                try:
-                    value = read_value(answer)
-                except ValueError as exc:
-                    return {**op, "type": "fail", "node": node, "error": "bad-value",
-                            "detail": str(exc)[:200]}
-                return {**op, "type": "ok", "node": node,
-                        "value": {"key": arg["key"], "value": value}}
-            if f == "write":
-                call(self._client(), "/kv/put", put_body(arg["key"], arg["value"]), timeout)
-                return {**op, "type": "ok", "node": node}
-            if f == "cas":
-                answer = call(self._client(), "/kv/txn",
-                              cas_body(arg["key"], arg["from"], arg["to"]), timeout)
-                # proto3 JSON leaves a false `succeeded` out
-                return {**op, "type": "ok", "node": node,
-                        "value": {**arg, "swapped": answer.get("succeeded") is True}}
-            return {**op, "type": "fail", "node": node, "error": f"unknown-f {f}"}
+            match ops.invoke_of(op, kv.INVOKES):
+                case kv.Read() as read:
+                    answer = call(self._client(), "/kv/range", range_body(read.key), timeout)
+                    try:
+                        value = read_value(answer)
+                    except ValueError as exc:
+                        return {**op, "type": "fail", "node": node, "error": "bad-value",
+                                "detail": str(exc)[:200]}
+                    return {**op, "type": "ok", "node": node,
+                            "value": ops.value(kv.ReadOk(read.key, value))}
+                case kv.Write() as write:
+                    call(self._client(), "/kv/put", put_body(write.key, write.value), timeout)
+                    return {**op, "type": "ok", "node": node}
+                case kv.Cas() as cas:
+                    answer = call(self._client(), "/kv/txn",
+                                  cas_body(cas.key, cas.expected, cas.to), timeout)
+                    # proto3 JSON leaves a false `succeeded` out
+                    done = kv.CasOk(cas.key, cas.expected, cas.to, answer.get("succeeded") is True)
+                    return {**op, "type": "ok", "node": node, "value": ops.value(done)}
+            return {**op, "type": "fail", "node": node, "error": f"unknown-f {op['f']}"}
         except CallError as exc:
-            outcome, name = classify(f, exc)
+            outcome, name = classify(op["f"], exc)
             if not exc.sent:
                 self._rotate()  # the member is down: the next op asks the next one
             elif exc.code is None:
