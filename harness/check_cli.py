@@ -1,6 +1,8 @@
 """`kraft check PATH`: re-run the checkers on a stored run directory or a history.jsonl.
 
-Writes results.json next to the history, prints the summary, and exits 0 valid, 1 invalid,
+The run's workload (test.json's `workload`, or `--model`) is found in the one registry
+(`workloads.WORKLOADS`) and judges the history with its own checker, as the run did. Writes
+results.json next to the history, prints the summary, and exits 0 valid, 1 invalid,
 2 unknown, 64 for bad usage or a history it cannot read (with the file, the line and what is
 wrong). A run that did not finish (test.json's `outcome`) stays unknown however its partial
 history looks. Given a run directory it also rewrites the plots and the timeline.
