@@ -1,17 +1,20 @@
-"""The `kv` workload: read, write and compare-and-set on a few keys, as Jepsen's register tests do.
+"""The `kv` workload: read, write, compare-and-set and append on a few keys, as Jepsen's tests do.
 
 Ops (docs/architecture.md, register and key-value workloads; the structs below):
 
 - `read {"key": K}` -> ok `{"key": K, "value": V}` (V null while the key has no value);
 - `write {"key": K, "value": V}` -> ok, the same;
-- `cas {"key": K, "from": A, "to": B}` -> ok `{..., "swapped": true | false}`.
+- `cas {"key": K, "from": A, "to": B}` -> ok `{..., "swapped": true | false}`;
+- `append {"key": K, "value": S}` -> ok, the same: Jepsen's string append, S at the end of the
+  key's value read as text (`appended`).
 
 Keys are the integers 0 .. keys-1 (four by default): few enough that operations on one key overlap
 and the linearizability search has something to decide, many enough that one key's history stays
-short (the search is per key). Every value a write or cas puts is unique in the history (they count
-up from 1), so a read names the one write it saw and the search stays cheap. A cas expects the last
-value the generator learnt of for its key (null at first), so that many of them swap: a cas that
-never matches tests nothing but reads. Reads, writes and cas come a third each.
+short (the search is per key). Every value a write, cas or append puts is unique in the history
+(they count up from 1; an append's is ",N"), so a read names the one write it saw and the appends
+after it, and the search stays cheap. A cas expects the last value the generator learnt of for its
+key (null at first), so that many of them swap: a cas that never matches tests nothing but reads.
+Reads and writes come a third each, cas and appends a sixth each.
 
 After the faults heal, every node is asked for every key (`final_ops`): a write acknowledged and
 then lost shows as a final read that no order of the operations explains.
@@ -37,7 +40,7 @@ from workloads import ops
 KEYS = 4
 
 Key = int
-Value = int | None  # null: the key has no value
+Value = int | str | None  # null: the key has no value; a string once appended to
 
 
 class Read(msgspec.Struct, frozen=True):
@@ -75,8 +78,26 @@ class CasOk(msgspec.Struct, frozen=True):
     swapped: bool
 
 
-INVOKES: dict[str, type[Read] | type[Write] | type[Cas]] = {
-    "read": Read, "write": Write, "cas": Cas}
+class Append(msgspec.Struct, frozen=True):
+    """`append`: `value` goes at the end of the key's value (`appended`); ok with the same."""
+
+    key: Key
+    value: str
+
+
+INVOKES: dict[str, type[Read] | type[Write] | type[Cas] | type[Append]] = {
+    "read": Read, "write": Write, "cas": Cas, "append": Append}
+
+
+def appended(current: Value, piece: str) -> str | None:
+    """What a key holding `current` holds after `append piece`: its text with `piece` at the end
+    (null is "", an integer its decimal, as Redis's APPEND reads a number); None for a value
+    that has no text, to which nothing can be appended."""
+    if current is None or isinstance(current, str):
+        return (current or "") + piece
+    if type(current) is int:
+        return f"{current}{piece}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -97,11 +118,13 @@ class KvOps(Generator):
         u, state = draw(state)
         if u < 1 / 3:
             return _invoke(process, "read", Read(key)), replace(self, state=state)
-        value: Write | Cas
+        value: Write | Cas | Append
         if u < 2 / 3:
             value, f = Write(key, self.next_value), "write"
-        else:
+        elif u < 5 / 6:
             value, f = Cas(key, self._known(key), self.next_value), "cas"
+        else:
+            value, f = Append(key, f",{self.next_value}"), "append"
         return _invoke(process, f, value), replace(self, state=state,
                                                    next_value=self.next_value + 1)
 

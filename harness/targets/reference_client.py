@@ -11,12 +11,15 @@ workload's name to its class), over `ReferenceClient`'s connections and leader d
   prefix a snapshot replaced, KIP-630) the node answers OFFSET_OUT_OF_RANGE with the partition's
   `log_start_offset` (else ListOffsets EARLIEST says it): the read is asked once more from there,
   and its ok value's `from` is where it really started, above the invoke's.
-- kv (`write`, `cas`, `read` of a key): write and cas are Produce (acks=-1) of one record whose
-  value is the command (`reference_node.raft.image.encode_write` / `encode_cas`); every node
-  applies it to its image when it commits, and the partition response's `error_message` says how
-  a cas came out there: "swapped" or "not-swapped" (anything else: the outcome is unknown, `info`).
-  A read is a consumer Fetch of the topic `__kv_image` from 0: the node's image at its high
-  watermark, one record per key (key and value as JSON).
+- kv (`write`, `cas`, `read`, `append` of a key): write and cas are Produce (acks=-1) of one
+  record whose value is the command (`reference_node.raft.image.encode_write` / `encode_cas`);
+  every node applies it to its image when it commits, and the partition response's
+  `error_message` says how a cas came out there: "swapped" or "not-swapped" (anything else: the
+  outcome is unknown, `info`). A read is a consumer Fetch of the topic `__kv_image` from 0: the
+  node's image at its high watermark, one record per key (key and value as JSON). An append is a
+  cas loop: the key read, then a cas from what was read to it with the piece at the end
+  (`workloads.kv.appended`), again while another op changed the key first; only a cas that
+  swapped appended, so the append's outcome is its last cas's (none in time: `fail`).
 - describe (the `brokers` workload, issue 17): a consumer Fetch of `__brokers` partition 0 from
   0, always of the client's OWN node (never moved to the leader: what a broker serves is the
   point). The one batch holds (keys are JSON), on a broker only, a record keyed `"self"` (the
@@ -187,6 +190,13 @@ class NotLeader(Exception):
 
 
 @dataclass(frozen=True)
+class Failed:
+    """An op's failed completion, where a value was wanted."""
+
+    outcome: Op
+
+
+@dataclass(frozen=True)
 class Refused:
     """An attempt that certainly changed nothing and that another node may accept: its `fail`
     completion, the leader the refusal named, and whether the node answered at all (then its
@@ -210,6 +220,9 @@ class ReferenceClient(Client):
         # would otherwise cost a connection and a handshake per node per round)
         self.conns: dict[int, KafkaClient] = {}
         self.home = 0  # the node the client was opened at
+        # whether the current attempt sent a Produce whose effect is not known to be none: until
+        # then, whatever the wire does, the op certainly changed nothing
+        self.produced = False
 
     def open(self, backend: Backend, nodes: list[str], node: str) -> None:
         self.names = {i + 1: n for i, n in enumerate(nodes)}
@@ -270,6 +283,7 @@ class ReferenceClient(Client):
         """One attempt at the current node: its completion, or Refused when another node may
         take the op."""
         node = self.names[self.current]
+        self.produced = False
         try:
             # the handshake alone first, on a short leash: a node that cannot even take the
             # request is left while there is time for another
@@ -282,7 +296,7 @@ class ReferenceClient(Client):
         except WireError as exc:
             self._drop_connection()
             # a read has no effect, so even an unanswered one certainly changed nothing
-            certain = exc.certainly_not_sent or op["f"] == "read"
+            certain = exc.certainly_not_sent or not self.produced
             failed = {**op, "type": "fail" if certain else "info", "node": node,
                       "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
             return Refused(failed, None, answered=False) if certain else failed
@@ -324,6 +338,7 @@ class ReferenceClient(Client):
     def _produce(self, records: bytes, timeout: float) -> Any:
         """Produce one records blob; the partition's response. NotLeader for a leadership
         refusal (Produce up to v9 names no leader: Metadata will)."""
+        self.produced = True
         response = self._connection(timeout).call(
             PRODUCE, lambda v: produce_request(v, records, timeout_ms=int(timeout * 1000)),
             timeout)
@@ -415,6 +430,8 @@ class KvClient(ReferenceClient):
                 return lambda timeout: self._write(op, write, timeout)
             case kv.Cas() as cas:
                 return lambda timeout: self._cas(op, cas, timeout)
+            case kv.Append() as piece:
+                return lambda timeout: self._append(op, piece, timeout)
         return None
 
     def _command(self, payload: bytes, timeout: float) -> tuple[ErrorCode, Any]:
@@ -440,16 +457,49 @@ class KvClient(ReferenceClient):
         return {**op, "type": "ok", "value": ops.value(done)}
 
     def _read(self, op: Op, read: kv.Read, timeout: float) -> Op:
-        """The node's whole image at its high watermark, of which one key is kept."""
+        value = self._value(op, read.key, timeout)
+        if isinstance(value, Failed):
+            return value.outcome
+        return {**op, "type": "ok", "value": ops.value(kv.ReadOk(read.key, value))}
+
+    def _value(self, op: Op, key: kv.Key, timeout: float) -> kv.Value | Failed:
+        """The key's value in the node's whole image at its high watermark, or the op's failed
+        completion."""
         part = self._fetch(0, KV_IMAGE, timeout)
         code = ErrorCode(int(part.error_code))
         if code != ErrorCode.none:
-            return {**op, "type": "fail", "error": error_name(code)}
+            return Failed({**op, "type": "fail", "error": error_name(code)})
         try:
             image = image_of(part.records)
         except ValueError as exc:
-            return {**op, "type": "fail", "error": "bad-image", "detail": str(exc)[:200]}
-        return {**op, "type": "ok", "value": ops.value(kv.ReadOk(read.key, image.get(read.key)))}
+            return Failed({**op, "type": "fail", "error": "bad-image", "detail": str(exc)[:200]})
+        value: kv.Value = image.get(key)
+        return value
+
+    def _append(self, op: Op, append: kv.Append, timeout: float) -> Op:
+        """A cas loop (the module's docstring): each cas that did not swap changed nothing, so
+        the loop goes on while an attempt fits in the time left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self._value(op, append.key, max(0.0, deadline - time.monotonic()))
+            if isinstance(current, Failed):
+                return current.outcome
+            new = kv.appended(current, append.value)
+            if new is None:
+                return {**op, "type": "fail", "error": "not-text", "detail": repr(current)[:200]}
+            code, message = self._command(encode_cas(append.key, current, new),
+                                          max(0.0, deadline - time.monotonic()))
+            if code != ErrorCode.none:
+                return _produce_failed(op, code)
+            swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
+            if swapped is None:
+                return {**op, "type": "info", "error": "cas-outcome-unknown",
+                        "detail": f"error_message {message!r}"}
+            if swapped:
+                return {**op, "type": "ok"}
+            self.produced = False  # not swapped: nothing appended, as before the cas
+            if deadline - time.monotonic() < MIN_ATTEMPT_S:
+                return {**op, "type": "fail", "error": "append-contended"}
 
 
 class BrokersClient(ReferenceClient):

@@ -226,14 +226,55 @@ def test_produce_errors_keep_their_certainty(code: ErrorCode, outcome: str) -> N
 
 
 def test_each_workload_s_client_speaks_its_own_ops_only() -> None:
-    # a kv client given an append-workload op (and the reverse) refuses it, sending nothing
+    # a kv client given a brokers op (and an append client a kv op) refuses it, sending nothing
     conn = Conn(_produced())
-    done = _client(conn).invoke(_op("append", value=5), 1.0)
-    assert (done["type"], done["error"]) == ("fail", "unknown-f append") and conn.sent == []
+    done = _client(conn).invoke({"process": 0, "type": "invoke", "f": "describe", "value": None},
+                                1.0)
+    assert (done["type"], done["error"]) == ("fail", "unknown-f describe") and conn.sent == []
     done = _client(conn, AppendClient).invoke(_op("write", key=0, value=1), 1.0)
     assert (done["type"], done["error"]) == ("fail", "unknown-f write") and conn.sent == []
     assert set(ReferenceTarget().workloads()) == {"append", "kv", "brokers"}
     assert isinstance(ReferenceTarget().client("kv"), KvClient)
+
+
+def test_an_append_reads_the_key_then_swaps_in_its_value_with_the_piece_at_the_end() -> None:
+    conn = Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})), _produced(message="swapped"))
+    done = _client(conn).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert done["type"] == "ok" and done["value"] == {"key": 0, "value": ",9"}
+    assert conn.apis() == [FETCH, PRODUCE]
+    command = _sent_command(conn)
+    assert (command.op, command.key, command.expected, command.value) == ("cas", 0, 4, "4,9")
+
+
+def test_an_append_whose_cas_lost_a_race_reads_again_and_one_out_of_time_fails() -> None:
+    conn = Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                _produced(message="not-swapped"),
+                _fetched(KV_IMAGE, hw=5, records=_image({0: "4,8"})),
+                _produced(message="swapped"))
+    done = _client(conn).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert done["type"] == "ok"
+    command = _sent_command(conn)
+    assert (command.expected, command.value) == ("4,8", "4,8,9")
+    racing = [_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+              _produced(message="not-swapped")] * 1000
+    lost = _client(Conn(*racing)).invoke(_op("append", key=0, value=",9"), 1.0)
+    # no cas swapped: nothing appended, certainly
+    assert (lost["type"], lost["error"]) == ("fail", "append-contended")
+
+
+def test_an_append_lost_on_the_wire_is_a_failure_while_reading_unknown_once_it_sent_a_cas(
+        ) -> None:
+    reading = _client(Conn(ConnectionClosed("closed"))).invoke(
+        _op("append", key=0, value=",9"), 1.0)
+    assert reading["type"] == "fail"
+    casing = _client(Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                          ConnectionClosed("closed"))).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert casing["type"] == "info"
+    # after a cas that did not swap, the next read's loss is again a certain failure
+    again = _client(Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                         _produced(message="not-swapped"),
+                         ConnectionClosed("closed"))).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert again["type"] == "fail"
 
 
 def test_a_write_that_times_out_after_sending_is_info_a_read_fail() -> None:
