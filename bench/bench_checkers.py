@@ -8,7 +8,7 @@ With none of the three, all three run at these defaults; with any, only those gi
 Append histories: N operations (each an invoke and a completion, so 2N lines) by 10 concurrent
 processes against a correct log, ~10% of them indeterminate (info; ~60% of those appends land),
 reads of the last ~20 offsets, leader-change control records, and a final full read on 3 nodes.
-The figure is the time of `checkers.check` (parse, log linearizability, anomalies, availability)
+The figure is the time of `workloads.check` (parse, log linearizability, anomalies, availability)
 and its ratio to n log n, which should stay roughly flat.
 
 Register histories: 200 operations by 20 processes on one register, 15% timing out (info), checked
@@ -50,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import checkers
+import workloads
 from checkers import linearizable
 
 Op = dict[str, Any]
@@ -178,7 +178,8 @@ def register_history(seed: int, ops: int = 200, processes: int = 20, timeouts: f
 
 
 def bench_append(sizes: list[int]) -> None:
-    print("append workload: checkers.check on histories of N operations (2N lines), 10% info")
+    print("append workload: workloads.check on histories of N operations (2N lines), "
+          "10% info")
     print("(wall time, and the process's CPU time: the figure that other load on the machine spares)")
     print(f"{'N':>9} {'lines':>9} {'records':>10} {'generate s':>11} {'check s':>8} {'cpu s':>7} "
           f"{'cpu us/op':>9} {'cpu s/(N log2 N) x1e6':>22}  verdict")
@@ -191,7 +192,7 @@ def bench_append(sizes: list[int]) -> None:
         records = sum(len(op["value"]["records"]) for op in history
                       if op["type"] == "ok" and op["f"] == "read")
         began, began_cpu = time.perf_counter(), time.process_time()
-        result = checkers.check(history, {"workload": "append"})
+        result = workloads.check(history, {"workload": "append"})
         took, cpu = time.perf_counter() - began, time.process_time() - began_cpu
         print(f"{n:>9} {len(history):>9} {records:>10} {generated:>11.2f} {took:>8.2f} {cpu:>7.2f} "
               f"{cpu / n * 1e6:>9.2f} {cpu / (n * math.log2(n)) * 1e6:>22.3f}  {result['valid']}")
@@ -303,7 +304,7 @@ def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, 
           "append parse that follows the reading when kraft check makes one; parse: "
           "checkers.append_history.parse, the rest of it; checks: the rest of compose.check; "
           "written: results.json and the summary; exit: from there to the process's "
-          "end; main: checkers.cli.main to the end; process: the whole command, with the "
+          "end; main: harness.check_cli.main to the end; process: the whole command, with the "
           "interpreter's start and imports; cpu: user + system time, which other load on the "
           "machine spares; peak RSS: the process's ru_maxrss)")
 
@@ -328,7 +329,8 @@ def check_file(path: Path, stamps_path: Path) -> None:
     from harness.cli import skip_test_only_imports
 
     skip_test_only_imports()  # as the command does, before what follows imports kio
-    from checkers import append_history, cli, compose
+    from checkers import append_history, compose
+    from harness import check_cli as cli
 
     stamps: dict[str, list[float]] = {}
 

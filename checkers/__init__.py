@@ -1,8 +1,8 @@
 """Checkers: pure functions from a stored run to a verdict, and the views that explain it.
 
 Theory of operation. A run leaves a history (every client and nemesis op, docs/architecture.md) and
-the nodes' own records (docs/contracts.md). `check(history, test, nodes)` parses the history once
-and runs each checker that fits the workload; each returns
+the nodes' own records (docs/contracts.md). `check(history, test, nodes, suite)` runs the suite of
+checkers a workload composed of these (workloads/), parsing the history once; each returns
 `{"valid": true | false | "unknown", ...}` and names its anomalies with the history indices that
 prove them. `compose` merges the answers the way Jepsen does: false beats unknown beats true, and a
 checker that raises is unknown, never a pass.
@@ -17,15 +17,15 @@ checker that raises is unknown, never a pass.
 - Every history: `completeness`, so that VALID means something was checked (not an empty history,
   a run where nothing succeeded, a log without final reads, or a run that did not finish).
 
-Nothing here writes files except `perf.render` and `cli` (`kraft check`); everything else is pure,
-so the same code runs at the end of `kraft test`, in `kraft check` and on Spark. A verdict depends
-on the run alone, never on the machine: no clock, no timings in the results; the touches of
-interpreter state are in `cyclic_gc` (the collector paused during a check, undone when it ends;
-a read history moved to the oldest generation). `history` (the format) and `faults`
-(the fault windows) are also what `kraft analyze` reads runs with.
+Nothing here writes files except `perf.render`; everything else is pure, so the same code runs at
+the end of `kraft test`, in `kraft check` and on Spark. A verdict depends on the run alone, never
+on the machine: no clock, no timings in the results; the touches of interpreter state are in
+`cyclic_gc` (the collector paused during a check, undone when it ends; a read history moved to the
+oldest generation). `history` (the format) and `faults` (the fault windows) are also what
+`kraft analyze` reads runs with.
 """
 
-from checkers.compose import check, check_run
+from checkers.compose import check
 from checkers.history import HistoryError
 
-__all__ = ["HistoryError", "check", "check_run"]
+__all__ = ["HistoryError", "check"]

@@ -1,9 +1,8 @@
-"""The checkers composed into results.json: one composition per history model, and `check_run`.
+"""The generic check behind results.json: a workload's suite of checkers, and what every run gets.
 
-A workload declares which of these judges it (workloads/: `append` -> `check_log`, `kv` ->
-`check_kv`, `brokers` -> `check_brokers`: the fencing checker of issue 17); a stored
-history, which carries only its model's name (test.json's `workload`), is judged by `check` through
-`MODELS`, the models the checkers know (`kraft check --model`).
+A workload (workloads/) composes its own suite from the checkers here (`append`: the log
+checkers; `kv`: linearizability; `brokers`: fencing) and judges a history with `check(history,
+test, nodes, suite)`; `workloads.check` resolves a stored run's workload by test.json's name.
 
 With node data (`nodes/<node>/`), every suite adds `raft-invariants` and `snapshots` (the KIP-630
 snapshot/log invariants; the append history's reads and acknowledgements are evidence for them
@@ -11,7 +10,7 @@ too, a kv history has none), and, in a run that changed its voters, `membership`
 voter change reported ok is committed, and the final voter set is the log's).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
-a pass. Beside the model's checkers, `completeness` makes sure that something was checked (an ok
+a pass. Beside the suite's checkers, `completeness` makes sure that something was checked (an ok
 op, a final read of a log, a run that finished: test.json's `outcome`), and `availability` holds
 the run to test.json's `min_availability` floors when it sets them. The verdict is the worst
 of the checkers' (false, then unknown, then true), and an unknown one says why (`reason`);
@@ -32,17 +31,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from checkers import (
     append_history,
     availability,
     completeness,
-    cyclic_gc,
-    fencing,
-    linearizable,
-    log_anomalies,
-    log_linearizable,
     membership,
     promises,
     raft_invariants,
@@ -50,112 +44,62 @@ from checkers import (
 )
 from checkers import node_data as node_data_module
 from checkers.history import Op, Outline, open_invokes
-from checkers.history import load as load_history
 from checkers.history import outline as outline_of
 from checkers.result import UNKNOWN, merge_anomalies, merge_valid
-from contracts.results import HISTORY, RESULTS, TEST, node_dirs, read_object
-from contracts.workload import Checker
+from contracts.results import RESULTS, TEST, read_object
+
+T = TypeVar("T")
 
 
 @dataclass
-class _Verdicts:
+class Verdicts:
     """Each checker's result, as a suite runs them."""
 
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def run(self, name: str, checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """`checker`'s result (under the guard), recorded as `name`'s."""
         self.results[name] = _guard(checker)
         return self.results[name]
 
+    def made(self, name: str, make: Callable[[], T]) -> T | None:
+        """What `make` returns (a parse the suite's checkers share), recording nothing; None when
+        it raises, with the error recorded as `name`'s unknown verdict."""
+        made: list[T] = []
 
-# A suite runs a model's checkers on the history (test.json's `checker` options given); it returns
-# the parsed append history when it made one, for raft-invariants and the statistics.
-Suite = Callable[[Sequence[Op], Mapping[str, Any], _Verdicts],
-                 "append_history.AppendHistory | None"]
+        def attempt() -> dict[str, Any]:
+            made.append(make())
+            return {"valid": True}
 
-
-def check(history: Sequence[Op], test: Mapping[str, Any],
-          nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """A stored history's verdict, by the model its test names (`workload`; append if absent)."""
-    model = str(test.get("workload") or "append")
-    checker = MODELS.get(model)
-    if checker is None:
-        return _check(history, test, nodes, _no_checker(model))
-    return checker(history, test, nodes)
-
-
-def check_log(history: Sequence[Op], test: Mapping[str, Any],
-              nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """The `append` workload's: log linearizability and the Kafka log anomalies, on one parse."""
-    with cyclic_gc.paused():
-        return _check(history, test, nodes, _log_suite)
+        result = _guard(attempt)
+        if not made:
+            self.results[name] = result
+            return None
+        return made[0]
 
 
-def check_register(history: Sequence[Op], test: Mapping[str, Any],
-                   nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """Linearizability against a register per key."""
-    return _check(history, test, nodes, _model_suite("register"))
+@dataclass(frozen=True)
+class Case:
+    """What a suite judges: the history, test.json, its `checker` options, and the nodes' data
+    (read once, on first ask, for every checker that needs it; empty without nodes)."""
+
+    history: Sequence[Op]
+    test: Mapping[str, Any]
+    options: Mapping[str, Any]
+    node_data: Callable[[], list[node_data_module.NodeData]]
 
 
-def check_kv(history: Sequence[Op], test: Mapping[str, Any],
-             nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """Linearizability against a key-value map."""
-    return _check(history, test, nodes, _model_suite("kv"))
+# A suite runs a workload's checkers on a case; it returns the parsed append history when it
+# made one, for raft-invariants, snapshots and the statistics.
+Suite = Callable[[Case, Verdicts], "append_history.AppendHistory | None"]
 
 
-def check_brokers(history: Sequence[Op], test: Mapping[str, Any],
-                  nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """The `brokers` workload's: the fencing checker (checkers/fencing.py) on the describes, the
-    nemesis ops, test.json's brokers and timings and the nodes' events and logs; with node data,
-    raft-invariants and snapshots as for every workload."""
-    node_data = _NodeDataOnce(nodes) if nodes else None
-
-    def suite(history: Sequence[Op], options: Mapping[str, Any],
-              verdicts: _Verdicts) -> append_history.AppendHistory | None:
-        verdicts.run("fencing", lambda: fencing.check(
-            history, test, node_data() if node_data is not None else []))
-        return None
-
-    return _check(history, test, nodes, suite, node_data)
-
-
-MODELS: dict[str, Checker] = {"append": check_log, "register": check_register, "kv": check_kv,
-                              "brokers": check_brokers}
-
-
-def _log_suite(history: Sequence[Op], options: Mapping[str, Any],
-               verdicts: _Verdicts) -> append_history.AppendHistory | None:
-    parsed_holder: list[append_history.AppendHistory] = []
-
-    def parse() -> dict[str, Any]:
-        parsed_holder.append(append_history.parse(history))
-        return {"valid": True}
-
-    if verdicts.run("append-parse", parse)["valid"] is not True:
-        return None
-    parsed = parsed_holder[0]
-    del verdicts.results["append-parse"]
-    verdicts.run("log-linearizable", lambda: log_linearizable.check(parsed))
-    verdicts.run("log-anomalies", lambda: log_anomalies.check(parsed))
-    return parsed
-
-
-def _model_suite(model: str) -> Suite:
-    def suite(history: Sequence[Op], options: Mapping[str, Any],
-              verdicts: _Verdicts) -> append_history.AppendHistory | None:
-        # read under the guard: a bad budget in test.json makes the verdict unknown, not a crash
-        verdicts.run("linearizable", lambda: linearizable.check(
-            history, model, int(options.get("max_states", linearizable.DEFAULT_MAX_STATES))))
-        return None
-    return suite
-
-
-def _no_checker(model: str) -> Suite:
-    def suite(history: Sequence[Op], options: Mapping[str, Any],
-              verdicts: _Verdicts) -> append_history.AppendHistory | None:
+def no_checker(workload: str, known: Sequence[str]) -> Suite:
+    """The suite of a workload nobody knows: one unknown verdict that names the known ones."""
+    def suite(case: Case, verdicts: Verdicts) -> append_history.AppendHistory | None:
         verdicts.results["workload"] = {
             "valid": UNKNOWN,
-            "error": f"no checker for workload {model!r}; known: {', '.join(MODELS)}"}
+            "error": f"no checker for workload {workload!r}; known: {', '.join(known)}"}
         return None
     return suite
 
@@ -181,18 +125,19 @@ def damaged_snapshots(history: Sequence[Op]) -> dict[str, list[float]]:
     return damaged
 
 
-def _check(history: Sequence[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
-           suite: Suite, shared: _NodeDataOnce | None = None) -> dict[str, Any]:
-    """`shared`: the node data the suite read already, if it read it (read once per check)."""
+def check(history: Sequence[Op], test: Mapping[str, Any], nodes: Mapping[str, Path] | None,
+          suite: Suite) -> dict[str, Any]:
+    """The results.json dict of `history`, judged by `suite` and the checkers every run gets."""
     given = test.get("checker")
     options: Mapping[str, Any] = given if isinstance(given, dict) else {}
-    verdicts = _Verdicts()
-    parsed = suite(history, options, verdicts)
+    node_data: Callable[[], list[node_data_module.NodeData]] = (
+        _NodeDataOnce(nodes) if nodes else _no_node_data)
+    verdicts = Verdicts()
+    parsed = suite(Case(history, test, options, node_data), verdicts)
     # The append parse walked the history already; for other workloads it is walked here, once.
     outline = parsed.outline if parsed is not None else outline_of(history)
     if nodes:
         acked = _acked(parsed)
-        node_data = shared if shared is not None else _NodeDataOnce(nodes)
         # a target whose nodes write no node data (test.json `node_data`: false; etcd, NATS) gives
         # raft-invariants and snapshots nothing to judge: they are not run, rather than unknown
         if test.get("node_data") is not False:
@@ -245,14 +190,6 @@ def _check(history: Sequence[Op], test: Mapping[str, Any], nodes: Mapping[str, P
     return checked
 
 
-def check_run(run_dir: Path) -> dict[str, Any]:
-    """Checks a stored run (test.json, history.jsonl, nodes/*/). Raises HistoryError on a bad
-    history and ValueError on a bad test.json."""
-    run_dir = Path(run_dir)
-    history = load_history(run_dir / HISTORY)
-    return check(history, read_run_test(run_dir), node_dirs(run_dir))
-
-
 def read_run_test(run_dir: Path) -> dict[str, Any]:
     """A stored run's test.json, with how the run ended (`outcome`, `error`). A run stored before
     test.json recorded it says so in results.json's `error` alone; that is carried over, so that a
@@ -291,6 +228,10 @@ def _guard(checker: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             "error": f"{type(exc).__name__}: {exc}",
             "trace": traceback.format_exc(limit=6),
         }
+
+
+def _no_node_data() -> list[node_data_module.NodeData]:
+    return []
 
 
 class _NodeDataOnce:

@@ -11,8 +11,8 @@ reads it. Reading is most of what `kraft check` spends on a long history (10^6 o
 lines, 400 MB), so lines are decoded by msgspec (a dependency; without it the standard library reads
 them all, slower) and each op is validated as it is decoded, never held twice. `load_stored` holds
 none at all: a history of millions of ops is gigabytes of dicts, whose first touch alone costs
-seconds, while a parse that follows the reading (`Follow`) keeps a small part of each; the ops are
-then read again from the file when asked for (`StoredOps`).
+seconds, while a parse that follows the reading (`contracts.history.Follow`) keeps a small part of
+each; the ops are then read again from the file when asked for (`StoredOps`).
 
 msgspec reads a subset of what json.loads reads, to the same values; a line it refuses is read
 again by json.loads, which has the last word. So NaN, Infinity and -Infinity (which the harness's
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from pathlib import Path
 from sys import intern
-from typing import Any, BinaryIO, Literal, Protocol, overload
+from typing import Any, BinaryIO, Literal, overload
 
 from checkers import cyclic_gc
-from contracts.history import NEMESIS, Op
+from contracts.history import NEMESIS, Follow, Op
 
 FIELDS = frozenset(
     {"index", "time", "process", "type", "f", "value", "node", "error", "detail", "final",
@@ -65,18 +65,6 @@ class Read:
     lines: int
     ops: Sequence[Op]  # empty when `error` is set
     error: HistoryError | None
-
-
-class Follow(Protocol):
-    """A parse that follows the reading (`append_history.Reading`): it takes each batch of ops
-    just after they are decoded and found valid, while they are still in the cache, and is told
-    the history once all of it is read and valid (`end`), which a history found bad never is."""
-
-    def take(self, ops: list[Op], first: int) -> None:
-        """`ops` are the ops at positions first, first + 1, ... (batches come in order)."""
-
-    def end(self, history: Sequence[Op]) -> None:
-        """The whole history was read and is valid: these are its ops."""
 
 
 FOLLOW_EVERY = 2048  # ops: a batch is taken while it is in the cache (about 2 MB of dicts)

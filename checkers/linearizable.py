@@ -1,4 +1,5 @@
-"""General linearizability for the register and kv workloads (docs/architecture.md).
+"""General linearizability for the register and kv workloads (docs/architecture.md): read, write,
+cas and string append on keys.
 
 The history is split by key (P-compositionality: linearizability is local, so the history is
 linearizable iff every key's sub-history is) and each part is searched with Wing-Gong-Lowe, the
@@ -120,6 +121,10 @@ def _call(invoke: Op, done: Op) -> Call:
         if known and not isinstance(result.get("swapped"), bool):
             raise InputError(f"op {done['index']}: an ok cas needs value.swapped true or false")
         return Call("cas", key, (arg["from"], arg["to"]), result.get("swapped"), known)
+    if f == "append":
+        if not isinstance(arg.get("value"), str):
+            raise InputError(f"op {invoke['index']}: an append needs a string value.value")
+        return Call("append", key, arg["value"], True, known)
     raise InputError(f"op {invoke['index']}: the register model has no operation {f!r}")
 
 
@@ -128,6 +133,8 @@ def _describe(call: Call) -> str:
         return f"read -> {call.out!r}"
     if call.f == "write":
         return f"write {call.arg!r}"
+    if call.f == "append":
+        return f"append {call.arg!r}"
     expected, new = call.arg
     outcome = ("swapped" if call.out else "not swapped") if call.known else "unknown"
     return f"cas {expected!r}->{new!r} ({outcome})"

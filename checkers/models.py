@@ -4,9 +4,11 @@ A model is a pure step function on hashable states: given a state and an operati
 the operation's observed result is possible there, and the state after it. An operation whose
 result is unknown (`info`) has `known=False` and is possible wherever it could take effect.
 
-`register` is one value (null at first) with read, write and compare-and-set. `kv` is a map of
-registers; the checker splits a kv history by key (P-compositionality: a history is linearizable
-iff each key's sub-history is), so `kv` is mostly there for whole-history checks and for tests.
+`register` is one value (null at first) with read, write, compare-and-set and append (Jepsen's
+string append: the piece goes at the end of the value read as text, null being "" and an integer
+its decimal; a value with no text takes no append). `kv` is a map of registers; the checker
+splits a kv history by key (P-compositionality: a history is linearizable iff each key's
+sub-history is), so `kv` is mostly there for whole-history checks and for tests.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ class Call:
 
     f: str
     key: Any
-    arg: Any  # write: the value; cas: (from, to); read: None
-    out: Any  # read: the value read; cas: swapped (bool); write: True
+    arg: Any  # write: the value; cas: (from, to); append: the piece; read: None
+    out: Any  # read: the value read; cas: swapped (bool); write, append: True
     known: bool = True
 
 
@@ -64,7 +66,22 @@ class Register:
             if call.out:
                 return state == expected, new
             return state != expected, state
+        if call.f == "append":
+            text = _text(state)
+            return (False, state) if text is None else (True, text + call.arg)
         raise ValueError(f"register: unknown operation {call.f!r}")
+
+
+def _text(value: Any) -> str | None:
+    """A value as an append reads it: null is "", a string itself, an integer its decimal; None
+    for a value with no text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if type(value) is int:
+        return str(value)
+    return None
 
 
 class KV:

@@ -23,11 +23,25 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 Op = dict[str, Any]
 NEMESIS = "nemesis"
+
+
+class Follow(Protocol):
+    """A parse that follows the reading of a stored history (`checkers.append_history.Reading`,
+    which the append workload gives `kraft check`): it takes each batch of ops just after they
+    are decoded and found valid, while they are still in the cache, and is told the history once
+    all of it is read and valid (`end`), which a history found bad never is."""
+
+    def take(self, ops: list[Op], first: int) -> None:
+        """`ops` are the ops at positions first, first + 1, ... (batches come in order)."""
+
+    def end(self, history: Sequence[Op]) -> None:
+        """The whole history was read and is valid: these are its ops."""
 
 
 def wall_clock() -> str:

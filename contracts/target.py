@@ -14,8 +14,9 @@ returns the completion: the same dict with `type` set to "ok", "fail" or "info" 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from contracts.backend import Backend
 from contracts.history import Op
@@ -165,16 +166,20 @@ class Target(abc.ABC):
     # whether collect() writes log.jsonl / events.jsonl / final.json (docs/contracts.md): the
     # checkers that judge node data (raft-invariants, snapshots) run only when it does
     node_data: bool = True
+    # the workloads this target runs, each by the client class (or factory) that speaks its ops
+    # to the nodes, in the order `workloads()` lists them (the first is `kraft test`'s default)
+    clients: ClassVar[Mapping[str, Callable[[], Client]]] = {}
 
     @abc.abstractmethod
     def db(self) -> DB: ...
 
-    @abc.abstractmethod
-    def client(self) -> Client: ...
+    def client(self, workload: str) -> Client:
+        """A new client of `workload` (one of `workloads()`), not yet opened."""
+        return self.clients[workload]()
 
     def workloads(self) -> list[str]:
         """Which workloads this target can run."""
-        return ["append"]
+        return list(self.clients)
 
     def missing(self, backend: str) -> str | None:
         """What this machine lacks to run the target on backend `backend` ("local", "docker"),

@@ -1,7 +1,7 @@
 """The workload interface: what the clients do, and which checker judges what they did.
 
-A workload is a value (each is registered by name in `workloads/`). The runner asks it for three
-things, and nothing else:
+A workload is a value (each is registered by name in `workloads/`, one module each, with its op
+schemas). The runner asks it for three things, and nothing else:
 
 - `generator(seed)`: a pure generator (contracts/generator.py) of the clients' invoke ops, the
   same ops for the same seed;
@@ -9,6 +9,9 @@ things, and nothing else:
   runner marks the completions `"final": true`): the log's one read from 0, a read of each key;
 - `checker`: the function from the history (and the test, and each node's collected files) to
   the results.json dict, `{"valid": true | false | "unknown", "checkers": {NAME: {...}}, ...}`.
+
+`kraft check` finds a stored run's workload by test.json's name, judges it with the same
+`checker`, and asks it for a parse that follows the reading of the file (`reading()`, or None).
 
 So the path op -> history -> verdict reads statically: the workload's generator makes the ops,
 the interpreter records them in the history, and the checker the workload declares judges it.
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contracts.generator import Generator
-from contracts.history import Op
+from contracts.history import Follow, Op
 
 
 class Checker(Protocol):
@@ -43,3 +46,8 @@ class Workload(Protocol):
     def generator(self, seed: int) -> Generator: ...
 
     def final_ops(self) -> list[Op]: ...
+
+    def reading(self) -> Follow | None:
+        """A parse of the history that follows its reading from the file (`kraft check`): with
+        one, the ops need not be kept (the checkers read again the few they cite); None: the
+        checkers need every op."""

@@ -2,8 +2,9 @@
 
 Theory of operation. A *test* (config.py) names a *backend* (backends/: where nodes run and how
 links are cut), a *target* (targets/: the DB that deploys the implementation under test, and the
-client that speaks to it), a *workload* (workloads/: a pure generator of operations and the
-checkers that judge them) and a *nemesis* (nemesis/: faults on a seeded schedule).
+client of each workload that speaks to it), a *workload* (workloads/: its ops, a pure generator
+of them and the checkers that judge them) and a *nemesis* (nemesis/: faults on a seeded
+schedule).
 
 The runner (runner.py) opens nested scopes that always close: results store, backend, DB. Inside,
 the interpreter (interpreter.py) asks the generator (contracts/generator.py) for operations and

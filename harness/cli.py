@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "their state"),
     "simulate": ("reference_node.sim.cli", "deterministic simulation of Raft cores"),
     "test": ("harness.test_cli", "one test run: deploy, run workload and nemesis, check, store"),
-    "check": ("checkers.cli", "re-run the checkers on a stored run or history"),
+    "check": ("harness.check_cli", "re-run the checkers on a stored run or history"),
     "images": ("harness.images_cli", "build the node images for the docker backend"),
     "campaign": ("harness.campaign_cli", "run the pytest campaign suite with Allure results"),
     "compare": ("harness.compare_cli", "the same matrix against several targets, side by side"),

@@ -337,7 +337,7 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
 
     def make_client(node: str) -> Callable[[], Client]:
         def open_client() -> Client:
-            client = target.client()
+            client = target.client(workload.name)
             client.open(backend, nodes, node)
             return client
         return open_client

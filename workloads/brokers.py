@@ -1,11 +1,11 @@
 """The `brokers` workload: clients ask every node how it sees the brokers (issue 17).
 
-Ops (the design of issue 17, "History"): `describe` with value null, bound to the client's own
-node (clients are spread over the controllers and the brokers, `kraft test --brokers N`); ok
-`{"node", "role": "broker" | "controller", "offset", "self": {...} | null, "brokers": {"<id>":
-BrokerInfo.to_json(), ...}}`; fail `broker-not-available` (a broker that does not serve: fenced by
-the controller, or by itself), `not-leader-or-follower` (a controller that does not lead), ...;
-info on a timeout.
+Ops (the design of issue 17, "History"; `DescribeOk` below): `describe` with value null, bound to
+the client's own node (clients are spread over the controllers and the brokers, `kraft test
+--brokers N`); ok `{"node", "role": "broker" | "controller", "offset", "self": {...} | null,
+"brokers": {"<id>": BrokerInfo.to_json(), ...}}`; fail `broker-not-available` (a broker that does
+not serve: fenced by the controller, or by itself), `not-leader-or-follower` (a controller that
+does not lead), ...; info on a timeout.
 
 Nothing is written: what is judged is whether a node served when it should not have (a broker
 cut off past its heartbeat timeout), and whether the controllers' answers list brokers unfenced
@@ -13,19 +13,38 @@ that cannot be, or registrations that go back in time. So every op is the same d
 workload's rate, from a random free process (so from a random node); after the faults heal, one
 describe on every node (`final_ops`) shows the settled view.
 
-`checkers.compose.check_brokers` (over `checkers.fencing`) judges it.
+`check` judges it: the fencing checker (`checkers.fencing`) on the describes, the nemesis ops,
+test.json's brokers and timings and the nodes' events and logs; with node data, raft-invariants
+and snapshots, as for every workload.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
-from checkers import compose
+import msgspec
+
+from checkers import append_history, compose, fencing
 from contracts.generator import PENDING, Context, Generator, Result, draw
-from contracts.history import Op
+from contracts.history import Follow, Op
 from contracts.workload import Checker
 
-DESCRIBE = "describe"
+DESCRIBE = "describe"  # the one op; its invoke value is null
+
+
+class DescribeOk(msgspec.Struct, frozen=True):
+    """A node's view of the brokers: its role ("broker" | "controller"), its `__brokers`
+    partition's high watermark, a broker's own record (`self`; null on a controller), and each
+    registered broker by id (as text), as `BrokerInfo.to_json()`."""
+
+    node: str
+    role: str
+    offset: int
+    own: dict[str, Any] | None = msgspec.field(name="self")
+    brokers: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -48,12 +67,23 @@ def describe(process: int | None = None) -> Op:
     return {"process": process, **op} if process is not None else op
 
 
+def suite(case: compose.Case, verdicts: compose.Verdicts) -> append_history.AppendHistory | None:
+    verdicts.run("fencing", lambda: fencing.check(case.history, case.test, case.node_data()))
+    return None
+
+
+def check(history: Sequence[Op], test: Mapping[str, Any],
+          nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """The `brokers` workload's verdict."""
+    return compose.check(history, test, nodes, suite)
+
+
 @dataclass(frozen=True)
 class BrokersWorkload:
     """The `brokers` workload (a `contracts.workload.Workload`)."""
 
     name: str = "brokers"
-    checker: Checker = compose.check_brokers
+    checker: Checker = check
     # a controller that does not lead refuses every describe: its final answer, not retried
     final_refusals: frozenset[str] = frozenset({"not-leader-or-follower"})
 
@@ -63,6 +93,9 @@ class BrokersWorkload:
     def final_ops(self) -> list[Op]:
         """One describe, asked of every node once the faults are healed."""
         return [{**describe(), "final": True}]
+
+    def reading(self) -> Follow | None:
+        return None
 
 
 BROKERS = BrokersWorkload()

@@ -10,7 +10,7 @@ unchanged on a cluster whose executors see the same files.
 2. `runinfo` runs inside Spark tasks, one partition of runs each, and does all the per-run work in
    one pass that reads each file once: test.json and results.json, the history with the reader
    and validator of `kraft check` (`checkers.history`), the re-check with the code behind it
-   (`checkers.check_run`), and `history`'s per-run facts: client operations and their latencies,
+   (`workloads.check_run`), and `history`'s per-run facts: client operations and their latencies,
    operations during faults (the fault windows of `checkers.faults`, as `kraft check` draws
    them), time to recover after each fault event, and, for a run that changed voters, the voter
    changes committed and leader removals its `membership` checker counted. A run that cannot be read is not an error: it

@@ -1,7 +1,7 @@
 """One run, computed inside a Spark task (so: no Spark here, plain I/O): its metadata, its verdict,
 and the facts of its history, reading each file once.
 
-The re-check is `checkers.check_run`, the function behind `kraft check RUN_DIR`, taken apart only
+The re-check is `workloads.check_run`, the function behind `kraft check RUN_DIR`, taken apart only
 so that the history is read once for both: `check_run(run)` is
 `check(load(run/history.jsonl), read_run_test(run), node_dirs(run))`. The history is read
 here with the reader behind `load` (`history.read`), and a history that `load` would refuse skips
@@ -156,17 +156,19 @@ def membership_counts(results: dict[str, Any] | None) -> tuple[int | None, int |
 
 
 def load_check_run() -> Recheck:
-    """`checkers.check_run` in the form `run_tuple` uses, or ImportError saying how to do without."""
+    """`workloads.check_run` in the form `run_tuple` uses, or ImportError saying how to do
+    without."""
     try:
-        from checkers.compose import check, read_run_test
+        from checkers.compose import read_run_test
         from contracts.results import node_dirs
+        from workloads import check
     except ImportError as exc:
-        raise ImportError(f"cannot re-check runs: checkers.check_run is not available ({exc}); "
+        raise ImportError(f"cannot re-check runs: workloads.check_run is not available ({exc}); "
                           "install the project (pip install -e .) or pass --no-recheck to use "
                           "the stored verdicts") from exc
 
     def recheck(run: Path, history: list[dict[str, Any]]) -> dict[str, Any]:
-        # checkers.compose.check_run, on the history already read: a run that did not finish
+        # workloads.check_run, on the history already read: a run that did not finish
         # (test.json's outcome) stays unknown, never counted as a complete run
         return check(history, read_run_test(run), node_dirs(run))
 

@@ -40,10 +40,11 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress
 from contracts.target import DB, PROMISES, Client, Target
@@ -361,19 +362,14 @@ class EtcdTarget(Target):
     ports = {CLIENT: 2379, PEER: 2380}
     promises = frozenset(PROMISES)
     node_data = False
+    clients: ClassVar[Mapping[str, Callable[[], Client]]] = {"kv": EtcdClient}
 
     def __init__(self) -> None:
         self._db: EtcdDB | None = None
 
-    def workloads(self) -> list[str]:
-        return ["kv"]
-
     def db(self) -> DB:
         self._db = EtcdDB()
         return self._db
-
-    def client(self) -> Client:
-        return EtcdClient()
 
     def check_node_config(self, node_config: dict[str, str]) -> str | None:
         return check_node_config(node_config)

@@ -13,6 +13,9 @@ Ops (workloads/kv.py), on key `/jepsen/<key>` holding the JSON of the value:
 - write: Put; ok.
 - cas A -> B: one Txn: compare the key's value with JSON(A) (A null: the key does not exist,
   `version == 0`), then Put B; ok `{..., "swapped": succeeded}`.
+- append S (etcd has none): a cas loop, a read then a cas from what was read to it with S at the
+  end (`workloads.kv.appended`), again while another op changed the key first; only a Txn that
+  succeeded appended, so the append's outcome is its last Txn's (none in time: `fail`).
 
 What an outcome means. A read has no effect, so every read that did not answer is `fail`. For a
 write or cas: a connection refused (or a connect timeout: nothing was sent) is `fail`; a timeout
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 import requests
@@ -43,8 +47,12 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from contracts.backend import Backend
 from contracts.history import Op
 from contracts.target import Client
+from workloads import kv, ops
 
 API_PATH = "/v3/"  # etcd 3.4's gateway prefix (3.3 served /v3beta/)
+# the least time left for another round of an append's cas loop: a shorter one could only time
+# out after sending, which turns the append's certain failure into an unknown outcome
+MIN_ROUND_S = 0.2
 KEY_PREFIX = "/jepsen/"
 CLIENT_PORT = "client"
 
@@ -185,7 +193,8 @@ def read_value(answer: dict[str, Any]) -> Any:
 
 
 class EtcdClient(Client):
-    """One connection (a requests session) to one member at a time."""
+    """The `kv` workload's client (the one workload the target runs): one connection (a requests
+    session) to one member at a time."""
 
     def __init__(self) -> None:
         self.nodes: list[str] = []
@@ -214,32 +223,61 @@ class EtcdClient(Client):
 
     def invoke(self, op: Op, timeout: float) -> Op:
         node = self.current
-        f = op["f"]
-        arg = op["value"]
         try:
-            if f == "read":
-                answer = call(self._client(), "/kv/range", range_body(arg["key"]), timeout)
-                try:
-                    value = read_value(answer)
-                except ValueError as exc:
-                    return {**op, "type": "fail", "node": node, "error": "bad-value",
-                            "detail": str(exc)[:200]}
-                return {**op, "type": "ok", "node": node,
-                        "value": {"key": arg["key"], "value": value}}
-            if f == "write":
-                call(self._client(), "/kv/put", put_body(arg["key"], arg["value"]), timeout)
-                return {**op, "type": "ok", "node": node}
-            if f == "cas":
-                answer = call(self._client(), "/kv/txn",
-                              cas_body(arg["key"], arg["from"], arg["to"]), timeout)
-                # proto3 JSON leaves a false `succeeded` out
-                return {**op, "type": "ok", "node": node,
-                        "value": {**arg, "swapped": answer.get("succeeded") is True}}
-            return {**op, "type": "fail", "node": node, "error": f"unknown-f {f}"}
+            match ops.invoke_of(op, kv.INVOKES):
+                case kv.Read() as read:
+                    answer = call(self._client(), "/kv/range", range_body(read.key), timeout)
+                    try:
+                        value = read_value(answer)
+                    except ValueError as exc:
+                        return {**op, "type": "fail", "node": node, "error": "bad-value",
+                                "detail": str(exc)[:200]}
+                    return {**op, "type": "ok", "node": node,
+                            "value": ops.value(kv.ReadOk(read.key, value))}
+                case kv.Write() as write:
+                    call(self._client(), "/kv/put", put_body(write.key, write.value), timeout)
+                    return {**op, "type": "ok", "node": node}
+                case kv.Cas() as cas:
+                    answer = call(self._client(), "/kv/txn",
+                                  cas_body(cas.key, cas.expected, cas.to), timeout)
+                    # proto3 JSON leaves a false `succeeded` out
+                    done = kv.CasOk(cas.key, cas.expected, cas.to, answer.get("succeeded") is True)
+                    return {**op, "type": "ok", "node": node, "value": ops.value(done)}
+                case kv.Append() as append:
+                    return self._append(op, append, node, timeout)
+            return {**op, "type": "fail", "node": node, "error": f"unknown-f {op['f']}"}
         except CallError as exc:
-            outcome, name = classify(f, exc)
-            if not exc.sent:
-                self._rotate()  # the member is down: the next op asks the next one
-            elif exc.code is None:
-                self.close()  # a lost or timed-out connection is not reused
-            return {**op, "type": outcome, "node": node, "error": name, "detail": exc.detail}
+            return self._failed(op, node, op["f"], exc)
+
+    def _failed(self, op: Op, node: str, f: str, exc: CallError) -> Op:
+        """The completion of `op`, ended by `exc` in a call that was an `f`."""
+        outcome, name = classify(f, exc)
+        if not exc.sent:
+            self._rotate()  # the member is down: the next op asks the next one
+        elif exc.code is None:
+            self.close()  # a lost or timed-out connection is not reused
+        return {**op, "type": outcome, "node": node, "error": name, "detail": exc.detail}
+
+    def _append(self, op: Op, append: kv.Append, node: str, timeout: float) -> Op:
+        """The cas loop (the module's docstring); CallError from a Txn, whose outcome it is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:  # a read, which changes nothing, whatever became of it
+                answer = call(self._client(), "/kv/range", range_body(append.key),
+                              max(0.0, deadline - time.monotonic()))
+                current = read_value(answer)
+            except CallError as exc:
+                return self._failed(op, node, "read", exc)
+            except ValueError as exc:
+                return {**op, "type": "fail", "node": node, "error": "bad-value",
+                        "detail": str(exc)[:200]}
+            new = kv.appended(current, append.value)
+            if new is None:
+                return {**op, "type": "fail", "node": node, "error": "not-text",
+                        "detail": repr(current)[:200]}
+            answer = call(self._client(), "/kv/txn", cas_body(append.key, current, new),
+                          max(0.0, deadline - time.monotonic()))
+            if answer.get("succeeded") is True:
+                return {**op, "type": "ok", "node": node}
+            if deadline - time.monotonic() < MIN_ROUND_S:
+                return {**op, "type": "fail", "node": node, "error": "append-contended"}

@@ -61,13 +61,13 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress, Identify
 from contracts.target import DB, Client, Target
-from harness.targets.nats_client import STREAM
+from harness.targets.nats_client import STREAM, NatsClient, create_stream
 from harness.targets.signals import SignalledProcess, await_listening, last_error_line
 
 CONFIG = "nats.conf"
@@ -293,8 +293,6 @@ class NatsDB(SignalledProcess, DB):
         if len(nodes) > 1:
             self._await(deadline, "no JetStream meta leader",
                         lambda: self._meta_leader(backend, nodes))
-        from harness.targets.nats_client import create_stream
-
         address = backend.client_address(nodes[0], "client")
         create_stream(address, len(nodes), deadline)
         self._await(deadline, f"stream {STREAM} has no leader",
@@ -358,17 +356,10 @@ class NatsTarget(Target):
     ports = {"client": 4222, "cluster": 6222, "monitor": 8222}
     promises = frozenset({"linearizable", "acked-writes-durable", "no-duplicates"})
     node_data = False
+    clients: ClassVar[Mapping[str, Callable[[], Client]]] = {"append": NatsClient}
 
     def db(self) -> DB:
         return NatsDB()
-
-    def client(self) -> Client:
-        from harness.targets.nats_client import NatsClient
-
-        return NatsClient()
-
-    def workloads(self) -> list[str]:
-        return ["append"]
 
     def missing(self, backend: str) -> str | None:
         try:

@@ -53,6 +53,7 @@ from typing import Any
 from contracts.backend import Backend, BackendError
 from contracts.history import Op
 from contracts.target import Client
+from workloads import append, ops
 
 # the one stream the log workload's records go to, and the subject they are published on
 STREAM = "jepsen"
@@ -163,6 +164,8 @@ class _Loop:
 
 
 class NatsClient(Client):
+    """The `append` workload's client (the one workload the target runs)."""
+
     def __init__(self) -> None:
         self.node = ""
         self.address: tuple[str, int] = ("", 0)
@@ -197,22 +200,22 @@ class NatsClient(Client):
     def invoke(self, op: Op, timeout: float) -> Op:
         if self.runner is None:
             raise RuntimeError("NatsClient.invoke before open")
-        f = op["f"]
-        if f == "append":
-            coro = self._append(op, timeout)
-        elif f == "read":
-            coro = self._read(op, timeout)
-        else:
-            return {**op, "type": "fail", "node": self.node, "error": f"unknown-f {f}"}
+        coro: Coroutine[Any, Any, Op]
+        match ops.invoke_of(op, append.INVOKES):
+            case append.Append(value=value):
+                coro, unknown = self._append(op, value, timeout), "info"
+            case append.Read(start=start):
+                coro, unknown = self._read(op, start, timeout), "fail"
+            case _:
+                return {**op, "type": "fail", "node": self.node, "error": f"unknown-f {op['f']}"}
         try:
             done: Op = self.runner.run(coro, timeout + 2.0)
         except TimeoutError:
             # the loop did not finish in time: unknown for an append, nothing for a read
-            done = {**op, "type": "info" if f == "append" else "fail", "error": "timeout"}
+            done = {**op, "type": unknown, "error": "timeout"}
         return {**done, "node": self.node}
 
-    async def _append(self, op: Op, timeout: float) -> Op:
-        value = op["value"]["value"]
+    async def _append(self, op: Op, value: int, timeout: float) -> Op:
         try:
             nc = await self._connection(timeout)
         except NotSent as exc:
@@ -244,12 +247,11 @@ class NatsClient(Client):
             return {**op, "type": "info", "error": "bad-puback", "detail": repr(msg.data[:100])}
         kind, error, seq = publish_outcome(reply)
         if kind == "ok" and seq is not None:
-            return {**op, "type": "ok", "value": {"value": value, "offset": seq - 1}}
+            return {**op, "type": "ok", "value": ops.value(append.AppendOk(value, seq - 1))}
         detail = str((reply.get("error") or {}).get("description", ""))[:200]
         return {**op, "type": kind, "error": error, "detail": detail}
 
-    async def _read(self, op: Op, timeout: float) -> Op:
-        start = op["value"]["from"]
+    async def _read(self, op: Op, start: int, timeout: float) -> Op:
         try:
             nc = await self._connection(timeout)
             value = await asyncio.wait_for(read_stream(nc, start, timeout), timeout)
@@ -297,8 +299,8 @@ async def read_stream(nc: Any, start: int, timeout: float) -> dict[str, Any]:
         if unexplained:
             raise IncompleteRead(f"no message at sequence {unexplained[0]} at or below the "
                                  f"last sequence {hw} ({len(unexplained)} such)")
-    records = [[s - 1, found[s]] for s in seqs if s in found]
-    return {"from": begin, "hw": hw, "records": records}
+    records: list[list[int | None]] = [[s - 1, found[s]] for s in seqs if s in found]
+    return ops.value(append.ReadOk(begin, hw, records))
 
 
 async def _get_messages(nc: Any, seqs: list[int], found: dict[int, int | None],

@@ -40,7 +40,8 @@ controller's image of one broker, read through the `__brokers` view) and `regist
 BrokerRegistration sent as any incarnation) are the `stale-incarnation` nemesis's levers
 (`nemesis.brokers`).
 
-The target runs the `append`, `kv` and `brokers` workloads; `--node-config` takes the node's own keys
+The target runs the `append`, `kv` and `brokers` workloads (`clients`: each by its client class in
+harness/targets/reference_client.py); `--node-config` takes the node's own keys
 (`reference_node.config`), the KIP-630 snapshot and retention ones among them
 (`metadata.log.max.record.bytes.between.snapshots=2000` makes a run snapshot often).
 """
@@ -51,16 +52,19 @@ import contextlib
 import json
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from ssl import SSLContext
-from typing import Any
+from typing import Any, ClassVar
 
 from contracts.backend import Backend, BackendError
 from contracts.target import DB, Client, Target
 from harness.targets.reference_client import (
     WIRE_ERRORS,
+    AppendClient,
+    BrokersClient,
+    KvClient,
     ReferenceClient,
     describe_brokers,
     leader_of,
@@ -525,6 +529,8 @@ def write_node_dumps(into: Path, me: int | None) -> None:
 class ReferenceTarget(Target):
     name = "reference"
     ports = {"kafka": 9093, "metrics": 9100}
+    clients: ClassVar[Mapping[str, type[ReferenceClient]]] = {
+        "append": AppendClient, "kv": KvClient, "brokers": BrokersClient}
 
     def __init__(self) -> None:
         self._db: ReferenceDB | None = None
@@ -558,13 +564,10 @@ class ReferenceTarget(Target):
             return str(exc)
         return None
 
-    def workloads(self) -> list[str]:
-        return ["append", "kv", "brokers"]
-
     def db(self) -> DB:
         self._db = ReferenceDB()
         return self._db
 
-    def client(self) -> Client:
+    def client(self, workload: str) -> Client:
         # after db().setup: a TLS run's clients carry the certificate of the run's CA
-        return ReferenceClient(ssl=self._db.client_ssl if self._db is not None else None)
+        return self.clients[workload](ssl=self._db.client_ssl if self._db is not None else None)

@@ -1,4 +1,7 @@
-"""The `reference` target's client: one Kafka request per operation, on `__cluster_metadata-0`.
+"""The `reference` target's clients: one Kafka request per operation, on `__cluster_metadata-0`.
+
+One client class per workload (`AppendClient`, `KvClient`, `BrokersClient`; the target maps each
+workload's name to its class), over `ReferenceClient`'s connections and leader discovery:
 
 - append V: Produce (acks=-1) of one record whose value is the ASCII decimal of V; ok with the
   base offset.
@@ -8,23 +11,25 @@
   prefix a snapshot replaced, KIP-630) the node answers OFFSET_OUT_OF_RANGE with the partition's
   `log_start_offset` (else ListOffsets EARLIEST says it): the read is asked once more from there,
   and its ok value's `from` is where it really started, above the invoke's.
-- kv (`write`, `cas`, `read` of a key): write and cas are Produce (acks=-1) of one record whose
-  value is the command (`reference_node.raft.image.encode_write` / `encode_cas`); every node
-  applies it to its image when it commits, and the partition response's `error_message` says how
-  a cas came out there: "swapped" or "not-swapped" (anything else: the outcome is unknown, `info`).
-  A read is a consumer Fetch of the topic `__kv_image` from 0: the node's image at its high
-  watermark, one record per key (key and value as JSON).
+- kv (`write`, `cas`, `read`, `append` of a key): write and cas are Produce (acks=-1) of one
+  record whose value is the command (`reference_node.raft.image.encode_write` / `encode_cas`);
+  every node applies it to its image when it commits, and the partition response's
+  `error_message` says how a cas came out there: "swapped" or "not-swapped" (anything else: the
+  outcome is unknown, `info`). A read is a consumer Fetch of the topic `__kv_image` from 0: the
+  node's image at its high watermark, one record per key (key and value as JSON). An append is a
+  cas loop: the key read, then a cas from what was read to it with the piece at the end
+  (`workloads.kv.appended`), again while another op changed the key first; only a cas that
+  swapped appended, so the append's outcome is its last cas's (none in time: `fail`).
 - describe (the `brokers` workload, issue 17): a consumer Fetch of `__brokers` partition 0 from
   0, always of the client's OWN node (never moved to the leader: what a broker serves is the
   point). The one batch holds (keys are JSON), on a broker only, a record keyed `"self"` (the
-  broker's own report:
-  state, incarnation, epoch, self_fenced, contact_age_ms, offset), then one record per registered
-  broker keyed by its id (`BrokerInfo.to_json()`); ok `{"node", "role", "offset": the partition's
-  high watermark, "self": ... | null, "brokers": {"<id>": ...}}`. BROKER_NOT_AVAILABLE (a broker
-  that does not serve) is fail `broker-not-available`; NOT_LEADER_OR_FOLLOWER (a controller that
-  does not lead) fail `not-leader-or-follower`; a timeout or a lost connection `info`: a
-  describe's outcome is judged by what it says, so an unknown one is never passed off as a
-  refusal.
+  broker's own report: state, incarnation, epoch, self_fenced, contact_age_ms, offset), then one
+  record per registered broker keyed by its id (`BrokerInfo.to_json()`); ok `{"node", "role",
+  "offset": the partition's high watermark, "self": ... | null, "brokers": {"<id>": ...}}`.
+  BROKER_NOT_AVAILABLE (a broker that does not serve) is fail `broker-not-available`;
+  NOT_LEADER_OR_FOLLOWER (a controller that does not lead) fail `not-leader-or-follower`; a
+  timeout or a lost connection `info`: a describe's outcome is judged by what it says, so an
+  unknown one is never passed off as a refusal.
 
 What an outcome means: a connection refused, or an error code the node sends only for a request it
 did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending, a closed
@@ -88,6 +93,7 @@ from reference_node.wire.requests import (
     metadata_request,
     produce_request,
 )
+from workloads import append, brokers, kv, ops
 
 MAX_BYTES = 32 << 20
 # The topic a consumer Fetch reads the node's kv image from (the brief of issue 15).
@@ -184,6 +190,13 @@ class NotLeader(Exception):
 
 
 @dataclass(frozen=True)
+class Failed:
+    """An op's failed completion, where a value was wanted."""
+
+    outcome: Op
+
+
+@dataclass(frozen=True)
 class Refused:
     """An attempt that certainly changed nothing and that another node may accept: its `fail`
     completion, the leader the refusal named, and whether the node answered at all (then its
@@ -195,6 +208,9 @@ class Refused:
 
 
 class ReferenceClient(Client):
+    """One client process's connections to the nodes, and the leader discovery of each op (the
+    module's docstring); the workload's client below says what one attempt of an op is."""
+
     def __init__(self, ssl: SSLContext | None = None) -> None:
         self.ssl = ssl
         self.addresses: dict[int, tuple[str, int]] = {}
@@ -203,10 +219,10 @@ class ReferenceClient(Client):
         # one connection per node asked, kept while the op moves between nodes (an election
         # would otherwise cost a connection and a handshake per node per round)
         self.conns: dict[int, KafkaClient] = {}
-        # the node the client was opened at, and a connection of its own to it: a describe is
-        # asked of this node whatever leader the other ops moved to
-        self.home = 0
-        self.home_conn: KafkaClient | None = None
+        self.home = 0  # the node the client was opened at
+        # whether the current attempt sent a Produce whose effect is not known to be none: until
+        # then, whatever the wire does, the op certainly changed nothing
+        self.produced = False
 
     def open(self, backend: Backend, nodes: list[str], node: str) -> None:
         self.names = {i + 1: n for i, n in enumerate(nodes)}
@@ -221,9 +237,6 @@ class ReferenceClient(Client):
         for conn in self.conns.values():
             conn.close()
         self.conns.clear()
-        if self.home_conn is not None:
-            self.home_conn.close()
-            self.home_conn = None
 
     def _connection(self, timeout: float) -> KafkaClient:
         """The connection to the current node (a new one if the node closed the old)."""
@@ -244,8 +257,6 @@ class ReferenceClient(Client):
             conn.close()
 
     def invoke(self, op: Op, timeout: float) -> Op:
-        if op["f"] == "describe":
-            return self._describe(op, timeout)
         attempt = self._attempt_of(op)
         if attempt is None:
             return {**op, "type": "fail", "node": self.names[self.current],
@@ -264,22 +275,15 @@ class ReferenceClient(Client):
                 return done.outcome
 
     def _attempt_of(self, op: Op) -> Callable[[float], Op] | None:
-        """One attempt of `op` at the current node, given the time it may take."""
-        f = op["f"]
-        if f == "append":
-            return lambda timeout: self._append(op, timeout)
-        if f == "read" and "key" in op["value"]:
-            return lambda timeout: self._read_key(op, timeout)
-        if f == "read":
-            return lambda timeout: self._read(op, timeout)
-        if f in ("write", "cas"):
-            return lambda timeout: self._command(op, timeout)
+        """One attempt of `op` at the current node, given the time it may take; None for an op
+        the workload has not. The workload's client says."""
         return None
 
     def _try(self, op: Op, attempt: Callable[[float], Op], deadline: float) -> Op | Refused:
         """One attempt at the current node: its completion, or Refused when another node may
         take the op."""
         node = self.names[self.current]
+        self.produced = False
         try:
             # the handshake alone first, on a short leash: a node that cannot even take the
             # request is left while there is time for another
@@ -292,7 +296,7 @@ class ReferenceClient(Client):
         except WireError as exc:
             self._drop_connection()
             # a read has no effect, so even an unanswered one certainly changed nothing
-            certain = exc.certainly_not_sent or op["f"] == "read"
+            certain = exc.certainly_not_sent or not self.produced
             failed = {**op, "type": "fail" if certain else "info", "node": node,
                       "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
             return Refused(failed, None, answered=False) if certain else failed
@@ -327,24 +331,6 @@ class ReferenceClient(Client):
                     time.sleep(pause)
         return deadline - time.monotonic() >= MIN_ATTEMPT_S
 
-    def _describe(self, op: Op, timeout: float) -> Op:
-        """The brokers as the client's own node sees them (never another node's view)."""
-        node = self.names[self.home]
-        try:
-            if self.home_conn is None:
-                host, port = self.addresses[self.home]
-                self.home_conn = KafkaClient(host, port, client_id="kraft-harness",
-                                             timeout=timeout, ssl=self.ssl)
-            part = _fetch_view(self.home_conn, timeout)
-        except WireError as exc:
-            if self.home_conn is not None:
-                self.home_conn.close()
-                self.home_conn = None
-            # not even sent: certainly nothing said; else the answer is unknown
-            return {**op, "type": "fail" if exc.certainly_not_sent else "info", "node": node,
-                    "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
-        return {**describe_outcome(op, part, node), "node": node}
-
     def _rotate(self) -> None:
         ids = sorted(self.addresses)
         self.current = ids[(ids.index(self.current) + 1) % len(ids)]
@@ -352,6 +338,7 @@ class ReferenceClient(Client):
     def _produce(self, records: bytes, timeout: float) -> Any:
         """Produce one records blob; the partition's response. NotLeader for a leadership
         refusal (Produce up to v9 names no leader: Metadata will)."""
+        self.produced = True
         response = self._connection(timeout).call(
             PRODUCE, lambda v: produce_request(v, records, timeout_ms=int(timeout * 1000)),
             timeout)
@@ -360,71 +347,6 @@ class ReferenceClient(Client):
         if code in LEADERSHIP_REFUSALS:
             raise NotLeader(code, None)
         return part
-
-    def _append(self, op: Op, timeout: float) -> Op:
-        value = op["value"]["value"]
-        part = self._produce(build_append_batch([value]), timeout)
-        code = ErrorCode(int(part.error_code))
-        if code == ErrorCode.none:
-            return {**op, "type": "ok", "value": {"value": value, "offset": int(part.base_offset)}}
-        return _produce_failed(op, code)
-
-    def _command(self, op: Op, timeout: float) -> Op:
-        """A kv write or cas: one record holding the command, applied when it commits."""
-        arg = op["value"]
-        key = arg["key"]
-        if op["f"] == "write":
-            payload = encode_write(key, arg["value"])
-        else:
-            payload = encode_cas(key, arg["from"], arg["to"])
-        part = self._produce(build_batch(0, -1, [payload]), timeout)
-        code = ErrorCode(int(part.error_code))
-        if code != ErrorCode.none:
-            return _produce_failed(op, code)
-        if op["f"] == "write":
-            return {**op, "type": "ok"}
-        message = getattr(part, "error_message", None)
-        swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
-        if swapped is None:
-            # committed, but whether it swapped is not said: the effect is unknown, never guessed
-            return {**op, "type": "info", "error": "cas-outcome-unknown",
-                    "detail": f"error_message {message!r}"}
-        return {**op, "type": "ok", "value": {**arg, "swapped": swapped}}
-
-    def _read(self, op: Op, timeout: float) -> Op:
-        start = op["value"]["from"]
-        for _ in range(2):  # at most once more, from the log start offset
-            part = self._fetch(start, METADATA_TOPIC, timeout)
-            code = ErrorCode(int(part.error_code))
-            if code == ErrorCode.offset_out_of_range:
-                log_start = self._log_start(part, timeout)
-                if log_start is not None and log_start > start:
-                    # KIP-630: the prefix below the log start is in a snapshot, not the log; the
-                    # read goes on from where the log begins, and says so in its `from`
-                    start = log_start
-                    continue
-            if code != ErrorCode.none:
-                return {**op, "type": "fail", "error": error_name(code)}
-            hw = int(part.high_watermark)
-            records = [[o, v] for o, v in read_values(part.records) if start <= o < hw]
-            if hw > start and (not records or records[-1][0] != hw - 1):
-                return {**op, "type": "fail", "error": "incomplete-read"}
-            return {**op, "type": "ok", "value": {"from": start, "hw": hw, "records": records}}
-        return {**op, "type": "fail", "error": "offset-out-of-range",
-                "detail": f"below the log start again from offset {start}"}
-
-    def _read_key(self, op: Op, timeout: float) -> Op:
-        """A kv read: the node's whole image at its high watermark, of which one key is kept."""
-        key = op["value"]["key"]
-        part = self._fetch(0, KV_IMAGE, timeout)
-        code = ErrorCode(int(part.error_code))
-        if code != ErrorCode.none:
-            return {**op, "type": "fail", "error": error_name(code)}
-        try:
-            image = image_of(part.records)
-        except ValueError as exc:
-            return {**op, "type": "fail", "error": "bad-image", "detail": str(exc)[:200]}
-        return {**op, "type": "ok", "value": {"key": key, "value": image.get(key)}}
 
     def _fetch(self, start: int, topic: str, timeout: float) -> Any:
         """A consumer Fetch of partition 0 of `topic` from `start`: the named partition's answer.
@@ -451,6 +373,169 @@ class ReferenceClient(Client):
         if ErrorCode(int(listed.error_code)) != ErrorCode.none:
             return None
         return int(listed.offset)
+
+
+class AppendClient(ReferenceClient):
+    """The `append` workload's client: a Produce of one record per append, a consumer Fetch of
+    `__cluster_metadata-0` per read."""
+
+    def _attempt_of(self, op: Op) -> Callable[[float], Op] | None:
+        match ops.invoke_of(op, append.INVOKES):
+            case append.Append(value=value):
+                return lambda timeout: self._append(op, value, timeout)
+            case append.Read(start=start):
+                return lambda timeout: self._read(op, start, timeout)
+        return None
+
+    def _append(self, op: Op, value: int, timeout: float) -> Op:
+        part = self._produce(build_append_batch([value]), timeout)
+        code = ErrorCode(int(part.error_code))
+        if code == ErrorCode.none:
+            done = append.AppendOk(value, int(part.base_offset))
+            return {**op, "type": "ok", "value": ops.value(done)}
+        return _produce_failed(op, code)
+
+    def _read(self, op: Op, start: int, timeout: float) -> Op:
+        for _ in range(2):  # at most once more, from the log start offset
+            part = self._fetch(start, METADATA_TOPIC, timeout)
+            code = ErrorCode(int(part.error_code))
+            if code == ErrorCode.offset_out_of_range:
+                log_start = self._log_start(part, timeout)
+                if log_start is not None and log_start > start:
+                    # KIP-630: the prefix below the log start is in a snapshot, not the log; the
+                    # read goes on from where the log begins, and says so in its `from`
+                    start = log_start
+                    continue
+            if code != ErrorCode.none:
+                return {**op, "type": "fail", "error": error_name(code)}
+            hw = int(part.high_watermark)
+            records: list[list[int | None]] = [
+                [o, v] for o, v in read_values(part.records) if start <= o < hw]
+            if hw > start and (not records or records[-1][0] != hw - 1):
+                return {**op, "type": "fail", "error": "incomplete-read"}
+            return {**op, "type": "ok", "value": ops.value(append.ReadOk(start, hw, records))}
+        return {**op, "type": "fail", "error": "offset-out-of-range",
+                "detail": f"below the log start again from offset {start}"}
+
+
+class KvClient(ReferenceClient):
+    """The `kv` workload's client: a write or cas is a Produce of one record holding the
+    command, applied when it commits; a read, a consumer Fetch of the node's image."""
+
+    def _attempt_of(self, op: Op) -> Callable[[float], Op] | None:
+        match ops.invoke_of(op, kv.INVOKES):
+            case kv.Read() as read:
+                return lambda timeout: self._read(op, read, timeout)
+            case kv.Write() as write:
+                return lambda timeout: self._write(op, write, timeout)
+            case kv.Cas() as cas:
+                return lambda timeout: self._cas(op, cas, timeout)
+            case kv.Append() as piece:
+                return lambda timeout: self._append(op, piece, timeout)
+        return None
+
+    def _command(self, payload: bytes, timeout: float) -> tuple[ErrorCode, Any]:
+        """A Produce of one command record: the partition's error code, and its error_message
+        (how the node applied a cas)."""
+        part = self._produce(build_batch(0, -1, [payload]), timeout)
+        return ErrorCode(int(part.error_code)), getattr(part, "error_message", None)
+
+    def _write(self, op: Op, write: kv.Write, timeout: float) -> Op:
+        code, _ = self._command(encode_write(write.key, write.value), timeout)
+        return {**op, "type": "ok"} if code == ErrorCode.none else _produce_failed(op, code)
+
+    def _cas(self, op: Op, cas: kv.Cas, timeout: float) -> Op:
+        code, message = self._command(encode_cas(cas.key, cas.expected, cas.to), timeout)
+        if code != ErrorCode.none:
+            return _produce_failed(op, code)
+        swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
+        if swapped is None:
+            # committed, but whether it swapped is not said: the effect is unknown, never guessed
+            return {**op, "type": "info", "error": "cas-outcome-unknown",
+                    "detail": f"error_message {message!r}"}
+        done = kv.CasOk(cas.key, cas.expected, cas.to, swapped)
+        return {**op, "type": "ok", "value": ops.value(done)}
+
+    def _read(self, op: Op, read: kv.Read, timeout: float) -> Op:
+        value = self._value(op, read.key, timeout)
+        if isinstance(value, Failed):
+            return value.outcome
+        return {**op, "type": "ok", "value": ops.value(kv.ReadOk(read.key, value))}
+
+    def _value(self, op: Op, key: kv.Key, timeout: float) -> kv.Value | Failed:
+        """The key's value in the node's whole image at its high watermark, or the op's failed
+        completion."""
+        part = self._fetch(0, KV_IMAGE, timeout)
+        code = ErrorCode(int(part.error_code))
+        if code != ErrorCode.none:
+            return Failed({**op, "type": "fail", "error": error_name(code)})
+        try:
+            image = image_of(part.records)
+        except ValueError as exc:
+            return Failed({**op, "type": "fail", "error": "bad-image", "detail": str(exc)[:200]})
+        value: kv.Value = image.get(key)
+        return value
+
+    def _append(self, op: Op, append: kv.Append, timeout: float) -> Op:
+        """A cas loop (the module's docstring): each cas that did not swap changed nothing, so
+        the loop goes on while an attempt fits in the time left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self._value(op, append.key, max(0.0, deadline - time.monotonic()))
+            if isinstance(current, Failed):
+                return current.outcome
+            new = kv.appended(current, append.value)
+            if new is None:
+                return {**op, "type": "fail", "error": "not-text", "detail": repr(current)[:200]}
+            code, message = self._command(encode_cas(append.key, current, new),
+                                          max(0.0, deadline - time.monotonic()))
+            if code != ErrorCode.none:
+                return _produce_failed(op, code)
+            swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
+            if swapped is None:
+                return {**op, "type": "info", "error": "cas-outcome-unknown",
+                        "detail": f"error_message {message!r}"}
+            if swapped:
+                return {**op, "type": "ok"}
+            self.produced = False  # not swapped: nothing appended, as before the cas
+            if deadline - time.monotonic() < MIN_ATTEMPT_S:
+                return {**op, "type": "fail", "error": "append-contended"}
+
+
+class BrokersClient(ReferenceClient):
+    """The `brokers` workload's client: a describe is asked of the node the client was opened
+    at, on a connection of its own, whatever leader other ops would have moved to (what a
+    broker serves is the point), and never tried at another node."""
+
+    def __init__(self, ssl: SSLContext | None = None) -> None:
+        super().__init__(ssl)
+        self.home_conn: KafkaClient | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.home_conn is not None:
+            self.home_conn.close()
+            self.home_conn = None
+
+    def invoke(self, op: Op, timeout: float) -> Op:
+        if op["f"] != brokers.DESCRIBE:
+            return {**op, "type": "fail", "node": self.names[self.home],
+                    "error": f"unknown-f {op['f']}"}
+        node = self.names[self.home]
+        try:
+            if self.home_conn is None:
+                host, port = self.addresses[self.home]
+                self.home_conn = KafkaClient(host, port, client_id="kraft-harness",
+                                             timeout=timeout, ssl=self.ssl)
+            part = _fetch_view(self.home_conn, timeout)
+        except WireError as exc:
+            if self.home_conn is not None:
+                self.home_conn.close()
+                self.home_conn = None
+            # not even sent: certainly nothing said; else the answer is unknown
+            return {**op, "type": "fail" if exc.certainly_not_sent else "info", "node": node,
+                    "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
+        return {**describe_outcome(op, part, node), "node": node}
 
 
 def _produce_failed(op: Op, code: ErrorCode) -> Op:
@@ -482,21 +567,20 @@ def describe_outcome(op: Op, part: Any, node: str) -> Op:
         return {**op, "type": "fail",
                 "error": DESCRIBE_REFUSALS.get(code, code.name.replace("_", "-"))}
     try:
-        mine, brokers = brokers_of(part.records)
+        mine, listed = brokers_of(part.records)
     except ValueError as exc:
         return {**op, "type": "fail", "error": "bad-view", "detail": str(exc)[:200]}
     role = str(mine.get("role", "broker")) if mine is not None else "controller"
-    return {**op, "type": "ok", "value": {"node": node, "role": role,
-                                         "offset": int(part.high_watermark), "self": mine,
-                                         "brokers": brokers}}
+    view = brokers.DescribeOk(node, role, int(part.high_watermark), mine, listed)
+    return {**op, "type": "ok", "value": ops.value(view)}
 
 
 def brokers_of(records: bytes | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The `self` record (None on a controller) and the brokers by id (as text, as JSON keeps
     them in the history) of a `__brokers` answer. ValueError (one line) for a record that is
     not one."""
-    mine, brokers = parse_brokers_view(records)
-    return mine, {str(broker): info for broker, info in brokers.items()}
+    mine, listed = parse_brokers_view(records)
+    return mine, {str(broker): info for broker, info in listed.items()}
 
 
 def describe_brokers(address: tuple[str, int], timeout: float,

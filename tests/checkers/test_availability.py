@@ -12,7 +12,7 @@ import pytest
 from chk_histories import Builder
 from chk_runs import write_run
 
-import checkers
+import workloads
 from checkers import availability
 from checkers.faults import windows
 from harness.cli import main as kraft
@@ -107,9 +107,9 @@ def test_no_operations_at_all() -> None:
 
 def test_the_verdict_of_a_run_with_a_floor_and_without() -> None:
     b, _ = kill_run()
-    assert checkers.check(b.ops, {})["valid"] is True
-    assert "availability" not in checkers.check(b.ops, {})["checkers"]
-    judged = checkers.check(b.ops, {"min_availability": {"kill": 0.5}})
+    assert workloads.check(b.ops, {})["valid"] is True
+    assert "availability" not in workloads.check(b.ops, {})["checkers"]
+    judged = workloads.check(b.ops, {"min_availability": {"kill": 0.5}})
     assert judged["valid"] is False and judged["anomaly_types"] == ["low-availability"]
     assert judged["checkers"]["availability"]["valid"] is False
 
@@ -117,7 +117,7 @@ def test_the_verdict_of_a_run_with_a_floor_and_without() -> None:
 def test_a_damaged_floor_in_test_json_is_unknown_never_a_pass() -> None:
     b, _ = kill_run()
     for damaged in ([0.5], {"kill": 2}, {"kill": "high"}, {"kill": True}, "0.5"):
-        judged = checkers.check(b.ops, {"min_availability": damaged})
+        judged = workloads.check(b.ops, {"min_availability": damaged})
         assert judged["valid"] == "unknown", damaged
         assert "min_availability" in judged["reason"]
 

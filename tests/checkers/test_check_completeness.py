@@ -10,7 +10,7 @@ import pytest
 from chk_histories import Builder
 from chk_runs import write_run
 
-import checkers
+import workloads
 from checkers import compose
 from harness.cli import main as kraft
 
@@ -28,14 +28,14 @@ def reason(result: dict[str, Any]) -> str:
 
 
 def test_a_healthy_history_is_valid_and_says_what_was_checked() -> None:
-    result = checkers.check(healthy().ops, {"workload": "append"})
+    result = workloads.check(healthy().ops, {"workload": "append"})
     assert result["valid"] is True, result
     completeness = result["checkers"]["completeness"]
     assert (completeness["ok_ops"], completeness["final_reads"], completeness["partial"]) == (2, 1, False)
 
 
 def test_an_empty_history_is_unknown() -> None:
-    result = checkers.check([], {"workload": "append"})
+    result = workloads.check([], {"workload": "append"})
     assert result["valid"] == "unknown"
     assert "the history is empty" in result["reason"]
 
@@ -51,7 +51,7 @@ def test_a_run_in_which_no_operation_succeeded_is_unknown() -> None:
     b.nemesis("stop-partition")
     b.invoke(4, "read", {"from": 0}, final=True)
     b.complete(4, "fail", final=True)
-    result = checkers.check(b.ops, {"workload": "append"})
+    result = workloads.check(b.ops, {"workload": "append"})
     assert result["valid"] == "unknown"
     assert "no operation succeeded" in reason(result)
     assert "no final read succeeded" in reason(result)
@@ -65,7 +65,7 @@ def test_no_final_read_is_unknown_since_lost_writes_cannot_be_ruled_out() -> Non
     b.nemesis("stop-kill")
     b.invoke(3, "read", {"from": 0}, final=True)
     b.complete(3, "fail", final=True)
-    result = checkers.check(b.ops, {"workload": "append"})
+    result = workloads.check(b.ops, {"workload": "append"})
     assert result["valid"] == "unknown"
     assert reason(result) == "no final read succeeded: lost writes cannot be ruled out"
 
@@ -73,7 +73,7 @@ def test_no_final_read_is_unknown_since_lost_writes_cannot_be_ruled_out() -> Non
 def test_a_register_history_with_no_ok_op_is_unknown() -> None:
     b = Builder()
     b.r_write(1, "k", 1, "fail")
-    result = checkers.check(b.ops, {"workload": "register"})
+    result = workloads.check(b.ops, {"workload": "register"})
     assert result["valid"] == "unknown" and "no operation succeeded" in reason(result)
 
 
@@ -83,12 +83,12 @@ def test_a_kv_history_without_an_ok_final_read_is_unknown_and_one_final_read_mak
     b.r_write(1, "k", 1)
     b.invoke(2, "read", {"key": "k"}, final=True)
     b.complete(2, "fail", final=True)
-    result = checkers.check(b.ops, {"workload": "kv"})
+    result = workloads.check(b.ops, {"workload": "kv"})
     assert result["valid"] == "unknown"
     assert "no final read of any key succeeded" in reason(result)
     b.invoke(3, "read", {"key": "k"}, final=True)
     b.complete(3, "ok", {"key": "k", "value": 1}, final=True)
-    assert checkers.check(b.ops, {"workload": "kv"})["valid"] is True
+    assert workloads.check(b.ops, {"workload": "kv"})["valid"] is True
 
 
 def test_an_append_the_history_ends_before_completing_is_indeterminate_not_a_phantom() -> None:
@@ -98,7 +98,7 @@ def test_an_append_the_history_ends_before_completing_is_indeterminate_not_a_pha
     b.append(1, 10, 0)
     b.append_invoke(5, 12)
     b.read(3, 0, 2, [[0, 10], [1, 12]], final=True)
-    result = checkers.check(b.ops, {"workload": "append"})
+    result = workloads.check(b.ops, {"workload": "append"})
     assert result["valid"] is True, result
     assert result["checkers"]["completeness"]["indeterminate"] == 1
     assert result["checkers"]["completeness"]["partial"] is True
@@ -109,10 +109,10 @@ def test_an_uncompleted_register_write_may_take_effect() -> None:
     b.r_write(1, "k", 1)
     b.invoke(2, "write", {"key": "k", "value": 2})  # never completes
     b.r_read(3, "k", 2)
-    result = checkers.check(b.ops, {"workload": "register"})
+    result = workloads.check(b.ops, {"workload": "register"})
     assert result["valid"] is True, result
     b.r_read(4, "k", 3)  # but a value nobody wrote is still caught
-    assert checkers.check(b.ops, {"workload": "register"})["valid"] is False
+    assert workloads.check(b.ops, {"workload": "register"})["valid"] is False
 
 
 def test_kraft_check_on_an_empty_history_is_unknown_with_the_reason(
@@ -150,14 +150,14 @@ def test_a_run_stored_before_test_json_had_its_outcome_keeps_results_json_error(
     run = interrupted(tmp_path, test={})
     (run / "results.json").write_text(json.dumps({"valid": "unknown", "error": "interrupted",
                                                   "checkers": {}}))
-    assert compose.check_run(run)["valid"] == "unknown"
+    assert workloads.check_run(run)["valid"] == "unknown"
     assert kraft(["check", "--no-plots", str(run)]) == 2
     assert kraft(["check", "--no-plots", str(run)]) == 2  # results.json kept the mark
 
 
 def test_a_run_whose_harness_died_is_partial(tmp_path: Path) -> None:
     run = write_run(tmp_path, healthy().ops, {"outcome": "running"})
-    result = compose.check_run(run)
+    result = workloads.check_run(run)
     assert result["valid"] == "unknown" and "never finished" in result["reason"]
 
 

@@ -10,7 +10,7 @@ import pytest
 from chk_histories import Builder
 from chk_runs import node_files, write_run
 
-import checkers
+import workloads
 from checkers import availability, log_anomalies, timeline
 from checkers.faults import windows
 from checkers.result import merge_valid
@@ -43,14 +43,14 @@ def test_a_checker_that_raises_is_unknown_never_a_pass(monkeypatch: pytest.Monke
         raise RuntimeError("boom")
 
     monkeypatch.setattr(log_anomalies, "check", explode)
-    result = checkers.check(faulty_run().ops, {"workload": "append"})
+    result = workloads.check(faulty_run().ops, {"workload": "append"})
     assert result["valid"] == "unknown"
     assert result["checkers"]["log-anomalies"]["error"] == "RuntimeError: boom"
     assert result["checkers"]["log-linearizable"]["valid"] is True
 
 
 def test_unknown_workload_is_unknown() -> None:
-    result = checkers.check(faulty_run().ops, {"workload": "bank"})
+    result = workloads.check(faulty_run().ops, {"workload": "bank"})
     assert result["valid"] == "unknown"
     assert "bank" in result["checkers"]["workload"]["error"]
 
@@ -58,7 +58,7 @@ def test_unknown_workload_is_unknown() -> None:
 def test_results_dict_shape() -> None:
     b = faulty_run()
     b.read(5, 0, 2, [[0, 10], [1, 99]])
-    result = checkers.check(b.ops, {})
+    result = workloads.check(b.ops, {})
     assert set(result) == {"valid", "checkers", "anomaly_types", "anomalies", "finding_types",
                            "findings", "stats"}
     assert result["findings"] == {}  # no promises in test.json: every promise holds
@@ -84,7 +84,7 @@ def test_availability_after_a_fault() -> None:
 
 def test_kraft_check_reproduces_the_stored_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, faulty_run().ops, nodes={"n1": node_files([10, 12], 2)})
-    stored = checkers.check_run(run)  # what `kraft test` would have written
+    stored = workloads.check_run(run)  # what `kraft test` would have written
     (run / "results.json").write_text(json.dumps(stored))
     assert kraft(["check", str(run)]) == 0
     rewritten = json.loads((run / "results.json").read_text())
@@ -145,7 +145,7 @@ def test_kraft_check_bad_history_exits_64_with_the_line(tmp_path: Path,
 def test_timeline_marks_anomaly_ops() -> None:
     b = faulty_run()
     start, bad = b.read(5, 0, 2, [[0, 10], [1, 99]])
-    result = checkers.check(b.ops, {})
+    result = workloads.check(b.ops, {})
     page = timeline.page(b.ops, result["anomalies"])
     assert f"id='op-{start}' class='op anomaly'" in page
     # the phantom read, and the append of 12 whose offset the read contradicts (and so loses)

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from chk_histories import Builder
 
-import checkers
+import workloads
 
 
 def verdict(b: Builder) -> dict[str, Any]:
-    return checkers.check(b.ops, {"workload": "append"})
+    return workloads.check(b.ops, {"workload": "append"})
 
 
 def kinds(result: dict[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from chk_simulated import PLANTS, histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import checkers
+import workloads
 from checkers.history import validate
 
 
@@ -16,7 +16,7 @@ from checkers.history import validate
 @given(history=histories)
 def test_histories_of_a_correct_log_are_valid(history: list[dict]) -> None:
     validate(history)
-    result = checkers.check(history, {"workload": "append"})
+    result = workloads.check(history, {"workload": "append"})
     assert result["valid"] is True, result["anomalies"]
 
 
@@ -26,7 +26,7 @@ def test_one_planted_anomaly_is_found_and_named(history: list[dict], plant: str)
     broken = copy.deepcopy(history)
     kind = PLANTS[plant](broken)
     validate(broken)
-    result = checkers.check(broken, {"workload": "append"})
+    result = workloads.check(broken, {"workload": "append"})
     assert result["valid"] is False
     assert kind in result["anomaly_types"], result["anomaly_types"]
     assert all(anomaly["ops"] for anomaly in result["anomalies"][kind])

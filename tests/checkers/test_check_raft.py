@@ -9,7 +9,7 @@ import pytest
 from chk_histories import Builder
 from chk_runs import node_files, write_run
 
-import checkers
+import workloads
 from checkers import node_data, raft_invariants
 
 
@@ -134,11 +134,11 @@ def test_check_uses_node_data_and_history_together(tmp_path: Path) -> None:
     b.append(1, 10, 1)
     b.read(2, 0, 2, [[0, None], [1, 10]])
     good = write_run(tmp_path / "a", b.ops, nodes={"n1": node_files([None, 10], 2)})
-    result = checkers.check_run(good)
+    result = workloads.check_run(good)
     assert result["valid"] is True
     assert "raft-invariants" in result["checkers"]
     bad = write_run(tmp_path / "b", b.ops, nodes={"n1": node_files([None, 99], 2)})
-    result = checkers.check_run(bad)
+    result = workloads.check_run(bad)
     assert result["valid"] is False
     assert result["checkers"]["raft-invariants"]["anomaly_types"] == ["lost-write"]
 
@@ -148,6 +148,6 @@ def test_unreadable_node_data_gives_unknown(tmp_path: Path) -> None:
     b.append(1, 10, 0)
     run = write_run(tmp_path, b.ops, nodes={"n1": node_files([10], 1)})
     (run / "nodes" / "n1" / "log.jsonl").write_text("{not json\n")
-    result = checkers.check_run(run)
+    result = workloads.check_run(run)
     assert result["valid"] == "unknown"
     assert "log.jsonl:1" in result["checkers"]["raft-invariants"]["error"]

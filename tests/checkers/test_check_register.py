@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from chk_histories import Builder
 
-import checkers
+import workloads
 from checkers import linearizable
 from checkers.history import validate
 
@@ -20,7 +20,7 @@ Op = dict[str, Any]
 
 
 def check(ops: list[Op], model: str = "register") -> dict[str, Any]:
-    return checkers.check(ops, {"workload": model})
+    return workloads.check(ops, {"workload": model})
 
 
 # hand cases -------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def explosive() -> list[Op]:
 
 
 def test_spent_budget_gives_unknown_not_a_pass_and_says_how_far_it_got() -> None:
-    result = checkers.check(explosive(), {"workload": "register", "checker": {"max_states": 5000}})
+    result = workloads.check(explosive(), {"workload": "register", "checker": {"max_states": 5000}})
     assert result["valid"] == "unknown"
     searched = result["checkers"]["linearizable"]
     assert (searched["states_explored"], searched["max_states"]) == (5000, 5000)
@@ -122,14 +122,14 @@ def test_the_verdict_is_the_same_on_any_machine(monkeypatch: pytest.MonkeyPatch)
     # The same history and budget, twice, and then with every clock reading an hour later than
     # the last (a machine as slow as can be): the same results each time.
     test = {"workload": "register", "checker": {"max_states": 3000}}
-    first = checkers.check(explosive(), test)
+    first = workloads.check(explosive(), test)
     assert first["valid"] == "unknown"
-    assert checkers.check(explosive(), test) == first
+    assert workloads.check(explosive(), test) == first
     hours = itertools.count(0, 3600.0)
     for clock in ("monotonic", "perf_counter", "time", "process_time"):
         monkeypatch.setattr(time, clock, lambda: next(hours))
     monkeypatch.setattr(time, "monotonic_ns", lambda: int(next(hours) * 1e9))
-    assert checkers.check(explosive(), test) == first
+    assert workloads.check(explosive(), test) == first
 
 
 @pytest.mark.parametrize("model", ["register", "kv"])
@@ -148,6 +148,69 @@ def test_a_budget_of_exactly_the_states_needed_decides(model: str) -> None:
         assert decided["valid"] is verdict and decided["states_explored"] == needed
         short = linearizable.check(b.ops, model, max_states=needed - 1)
         assert short["valid"] == "unknown" and short["states_explored"] == needed - 1
+
+
+def _append(b: Builder, process: int, key: Any, piece: str, type_: str = "ok") -> None:
+    b.invoke(process, "append", {"key": key, "value": piece})
+    b.complete(process, type_, {"key": key, "value": piece})
+
+
+@pytest.mark.parametrize("model", ["register", "kv"])
+def test_appends_in_order_are_valid_and_a_lost_duplicated_or_reordered_one_is_not(
+        model: str) -> None:
+    def history(final: str) -> list[Op]:
+        b = Builder()
+        b.r_write(1, "x", 1)
+        _append(b, 1, "x", ",2")
+        _append(b, 2, "x", ",3")
+        b.r_read(3, "x", final)
+        return b.ops
+
+    assert check(history("1,2,3"), model)["valid"] is True
+    for final in ("1,2", "1,3", "1,2,3,3", "1,2,2,3", "1,3,2"):  # lost, duplicated, reordered
+        result = check(history(final), model)
+        assert result["valid"] is False, final
+        assert result["anomaly_types"] == ["nonlinearizable"]
+
+
+def test_concurrent_appends_land_in_either_order_but_in_one() -> None:
+    def history(*seen: str) -> list[Op]:
+        b = Builder()
+        b.invoke(1, "append", {"key": "x", "value": ",1"})  # to an empty key: the piece alone
+        b.invoke(2, "append", {"key": "x", "value": ",2"})
+        b.complete(1, "ok", {"key": "x", "value": ",1"})
+        b.complete(2, "ok", {"key": "x", "value": ",2"})
+        for value in seen:
+            b.r_read(3, "x", value)
+        return b.ops
+
+    assert check(history(",1,2"))["valid"] is True
+    assert check(history(",2,1"))["valid"] is True
+    for seen in ((",1",), (",2",), (",1,2", ",2,1")):  # one lost; both orders at once
+        assert check(history(*seen))["valid"] is False, seen
+
+
+def test_an_unknown_append_may_land_late_or_never_but_once_seen_stays() -> None:
+    b = Builder()
+    b.r_write(1, "x", 7)
+    _append(b, 1, "x", ",8", type_="info")
+    b.r_read(2, "x", 7)
+    b.r_read(2, "x", "7,8")  # an integer is appended to as its decimal
+    assert check(b.ops)["valid"] is True
+    b.r_read(2, "x", 7)
+    assert check(b.ops)["valid"] is False
+    failed = Builder()
+    _append(failed, 1, "x", ",9", type_="fail")
+    failed.r_read(2, "x", ",9")  # a failed append had no effect
+    assert check(failed.ops)["valid"] is False
+
+
+def test_an_append_needs_a_string() -> None:
+    b = Builder()
+    _append(b, 1, "x", 5)  # type: ignore[arg-type]
+    result = check(b.ops)
+    assert result["valid"] == "unknown"
+    assert "append needs a string" in result["checkers"]["linearizable"]["error"]
 
 
 def test_bad_register_op_gives_unknown() -> None:

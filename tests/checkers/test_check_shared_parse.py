@@ -16,7 +16,7 @@ from chk_simulated import PLANTS, histories, simulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import checkers
+import workloads
 from checkers import append_history, availability, cyclic_gc
 from checkers import history as history_module
 from checkers.append_history import AppendHistory
@@ -109,11 +109,11 @@ def test_per_second_figures_over_many_seconds_and_unsorted_times(seed: int) -> N
 def test_check_leaves_the_cyclic_collector_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
     history = simulate(1, 50)
     assert gc.isenabled()
-    checkers.check(history, {"workload": "append"})
+    workloads.check(history, {"workload": "append"})
     assert gc.isenabled()
     gc.disable()
     try:
-        checkers.check(history, {"workload": "append"})
+        workloads.check(history, {"workload": "append"})
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -122,7 +122,7 @@ def test_check_leaves_the_cyclic_collector_as_it_found_it(monkeypatch: pytest.Mo
         raise RuntimeError("boom")
 
     monkeypatch.setattr(append_history, "parse", explode)
-    assert checkers.check(history, {"workload": "append"})["valid"] == "unknown"
+    assert workloads.check(history, {"workload": "append"})["valid"] == "unknown"
     assert gc.isenabled()
 
 

@@ -12,6 +12,7 @@ from chk_histories import Builder
 from chk_runs import write_run
 
 import checkers
+import workloads
 from checkers import compose, leaders, node_data, raft_invariants, snapshots, summary
 from reference_node.raft.image import Image, encode_cas, encode_write
 from reference_node.raft.messages import Entry, EntryKind
@@ -145,7 +146,7 @@ def check_nodes(tmp_path: Path, nodes: dict[str, dict[str, Any]],
 
 
 def check_run(tmp_path: Path, nodes: dict[str, dict[str, Any]], b: Builder) -> dict[str, Any]:
-    return checkers.check_run(write_run(tmp_path, b.ops, {"outcome": "complete"}, nodes=nodes))
+    return workloads.check_run(write_run(tmp_path, b.ops, {"outcome": "complete"}, nodes=nodes))
 
 
 # healthy ------------------------------------------------------------------------------------------
@@ -164,13 +165,13 @@ def test_a_healthy_truncated_run_is_valid_and_its_snapshots_verified(tmp_path: P
 
 def test_final_reads_from_the_log_start_do_not_lose_the_writes_below_it(tmp_path: Path) -> None:
     b = history()
-    result = checkers.check(b.ops, {"workload": "append", "outcome": "complete"})
+    result = workloads.check(b.ops, {"workload": "append", "outcome": "complete"})
     assert result["valid"] is True, result["anomalies"]
     # the same final reads starting at 0 with nothing below 6 would lose the writes there
     for op in b.ops:
         if op.get("final") and op["type"] == "ok":
             op["value"]["from"] = 0
-    result = checkers.check(b.ops, {"workload": "append", "outcome": "complete"})
+    result = workloads.check(b.ops, {"workload": "append", "outcome": "complete"})
     assert result["anomaly_types"] == ["lost-write"]
 
 
@@ -308,7 +309,7 @@ def test_kv_snapshots_are_checked_in_the_kv_suite(tmp_path: Path) -> None:
     assert image.kv == {"x": 3, "y": 2}
     run = write_run(tmp_path / "a", kv_history(), {"workload": "kv", "outcome": "complete"},
                     kv_cluster(image))
-    result = checkers.check_run(run)
+    result = workloads.check_run(run)
     assert result["valid"] is True, result["anomalies"]
     assert result["checkers"]["snapshots"]["verified"] == 3
     # a map the commands do not give, under the right digest (the map was applied wrongly)
@@ -316,7 +317,7 @@ def test_kv_snapshots_are_checked_in_the_kv_suite(tmp_path: Path) -> None:
     wrong.kv["y"] = 4
     run = write_run(tmp_path / "b", kv_history(), {"workload": "kv", "outcome": "complete"},
                     kv_cluster(wrong))
-    result = checkers.check_run(run)
+    result = workloads.check_run(run)
     assert result["valid"] is False
     assert result["anomaly_types"] == ["snapshot-log-mismatch"]
     assert "key 'y': 4 vs 2" in result["anomalies"]["snapshot-log-mismatch"][0]["explanation"]

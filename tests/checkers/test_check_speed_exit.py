@@ -14,7 +14,7 @@ import pytest
 from chk_histories import Builder
 from chk_runs import write_run
 
-from checkers import cli
+from harness import check_cli as cli
 from harness.cli import main as kraft
 
 # The command as `python -m harness.cli check ...` runs it, in a process that also registers an

@@ -16,7 +16,7 @@ from chk_simulated import PLANTS, histories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import checkers
+import workloads
 from checkers import append_history, history
 from checkers.append_history import AppendHistory, InputError, Read, StoredRecords
 from checkers.history import NEMESIS, HistoryError
@@ -55,7 +55,7 @@ def test_the_parse_that_follows_the_reading_is_the_parse_of_what_was_read(
         assert list(followed.history) == plain.history
         followed = dataclasses.replace(followed, history=plain.history)
     assert followed == plain  # every field and object
-    assert checkers.check(followed.history, {}) == checkers.check(history.load(path), {})
+    assert workloads.check(followed.history, {}) == workloads.check(history.load(path), {})
 
 
 def test_kraft_check_judges_a_stored_history_as_the_kept_one_is_judged(
@@ -68,10 +68,10 @@ def test_kraft_check_judges_a_stored_history_as_the_kept_one_is_judged(
     path = write(tmp_path / "history.jsonl", b.ops)
     reading = append_history.Reading()
     stored = history.load_stored(path, reading)
-    assert checkers.check(stored, {}) == checkers.check(history.load(path), {})
-    assert checkers.check(history.load(path), {})["valid"] is False
+    assert workloads.check(stored, {}) == workloads.check(history.load(path), {})
+    assert workloads.check(history.load(path), {})["valid"] is False
     assert kraft(["check", str(path)]) == 1
-    assert json.loads((tmp_path / "results.json").read_text()) == checkers.check(
+    assert json.loads((tmp_path / "results.json").read_text()) == workloads.check(
         history.load(path), {})
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from chk_runs import write_run
 
-import checkers
+import workloads
 from checkers import membership, node_data
 from checkers.summary import render
 
@@ -147,7 +147,7 @@ def test_compose_runs_it_for_membership_runs_and_the_summary_counts(tmp_path: Pa
     nodes = {"n1": node(1, 7, [1] * 7, removal), "n2": node(2, 7, [1] * 7),
              "n3": node(3, 7, [1] * 7)}
     run = write_run(tmp_path, history, test=test, nodes=nodes)
-    results = checkers.check_run(run)
+    results = workloads.check_run(run)
     found = results["checkers"]["membership"]
     assert found["valid"] is True and found["leader_removals"] == 1
     text = render(results, history)
@@ -155,7 +155,7 @@ def test_compose_runs_it_for_membership_runs_and_the_summary_counts(tmp_path: Pa
     # a run without the membership nemesis has no such checker
     plain = write_run(tmp_path / "plain", history[:2], test={"nemesis": ["partition"]},
                       nodes={"n1": node(1, 1, [1])})
-    assert "membership" not in checkers.check_run(plain)["checkers"]
+    assert "membership" not in workloads.check_run(plain)["checkers"]
 
 
 # --- the rules judged from a leader's own events ---------------------------------------------------

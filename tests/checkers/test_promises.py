@@ -11,8 +11,8 @@ from typing import Any
 from chk_histories import Builder
 from chk_runs import node_files, write_run
 
-import checkers
-from checkers import compose, promises
+import workloads
+from checkers import promises
 from contracts.target import PROMISES
 
 EVERY = sorted(PROMISES)
@@ -21,7 +21,7 @@ EVERY = sorted(PROMISES)
 def judged(b: Builder, promised: list[str] | None, **test: Any) -> dict[str, Any]:
     if promised is not None:
         test["promises"] = promised
-    return checkers.check(b.ops, {"workload": "append", **test})
+    return workloads.check(b.ops, {"workload": "append", **test})
 
 
 def without(*dropped: str) -> list[str]:
@@ -119,8 +119,8 @@ def test_nonlinearizable_kv_is_a_finding_without_the_linearizable_promise() -> N
     b.r_write(1, "x", 2)
     _, stale = b.r_read(2, "x", 1)
     test: dict[str, Any] = {"workload": "kv"}
-    assert checkers.check(b.ops, {**test, "promises": EVERY})["valid"] is False
-    result = checkers.check(b.ops, {**test, "promises": without("linearizable")})
+    assert workloads.check(b.ops, {**test, "promises": EVERY})["valid"] is False
+    result = workloads.check(b.ops, {**test, "promises": without("linearizable")})
     assert result["valid"] is True
     assert stale in result["findings"]["nonlinearizable"][0]["ops"]
 
@@ -162,25 +162,25 @@ def test_without_node_data_raft_invariants_and_snapshots_are_not_run(tmp_path: P
     for node in ("n1", "n2"):
         (run / "nodes" / node).mkdir()
         (run / "nodes" / node / "node.log").write_text("started\n")
-    result = compose.check_run(run)
+    result = workloads.check_run(run)
     assert set(result["checkers"]) == {"log-linearizable", "log-anomalies", "completeness"}
     assert result["valid"] is True
     # the same directories with node_data claimed (or not recorded): the node checkers run
     test = json.loads((run / "test.json").read_text())
     for recorded in ({**test, "node_data": True}, {k: v for k, v in test.items() if k != "node_data"}):
         (run / "test.json").write_text(json.dumps(recorded))
-        assert {"raft-invariants", "snapshots"} <= set(compose.check_run(run)["checkers"])
+        assert {"raft-invariants", "snapshots"} <= set(workloads.check_run(run)["checkers"])
 
 
 def test_a_stored_run_is_rechecked_under_its_recorded_promises(tmp_path: Path) -> None:
     b, _ = stale_read()
     nodes = {"n1": node_files([10, 11], 2)}
     run = write_run(tmp_path, b.ops, {"promises": without("linearizable-reads")}, nodes)
-    result = compose.check_run(run)
+    result = workloads.check_run(run)
     assert result["finding_types"] == ["stale-read"]
     assert "stale-read" not in result["anomaly_types"]
     old = write_run(tmp_path / "old", b.ops, None, nodes)  # no `promises`: every promise holds
-    assert "stale-read" in compose.check_run(old)["anomaly_types"]
+    assert "stale-read" in workloads.check_run(old)["anomaly_types"]
 
 
 def test_the_summary_lists_findings_apart_from_anomalies() -> None:

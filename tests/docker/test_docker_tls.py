@@ -20,7 +20,7 @@ from cryptography import x509
 from contracts.backend import ClusterSpec
 from harness.backends.docker import DockerBackend
 from harness.targets.reference import ReferenceDB, ReferenceTarget
-from harness.targets.reference_client import ReferenceClient
+from harness.targets.reference_client import AppendClient
 from harness.targets.reference_tls import CertificateAuthority
 from nemesis.base import Env
 from reference_node.config import Endpoint
@@ -88,7 +88,7 @@ def test_only_the_runs_certificate_is_served_on_docker(
     backend, target, db = tls_cluster
     leader = _leader(backend, db)
     assert db.tls is not None
-    certified = target.client()
+    certified = target.client("append")
     certified.open(backend, NODES, leader)
     op = {"process": 0, "type": "invoke", "f": "append", "value": {"value": 7}}
     assert certified.invoke(op, 5.0)["type"] == "ok"
@@ -103,7 +103,7 @@ def test_only_the_runs_certificate_is_served_on_docker(
     epoch = 1
     vote = m.VoteRequest(db.cluster_id, epoch + 1000, 2, epoch, 10**9)
     for context in impostors:
-        client = ReferenceClient(ssl=context)
+        client = AppendClient(ssl=context)
         client.open(backend, NODES, leader)
         for f, value in (("append", {"value": 8}), ("read", {"from": 0})):
             done = client.invoke({"process": 1, "type": "invoke", "f": f, "value": value}, 5.0)

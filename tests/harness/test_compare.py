@@ -272,16 +272,18 @@ def test_compare_stored_runs_writes_the_table_the_page_and_says_where(
     assert f"kraft analyze {stored}" in printed
 
 
+def _no_client() -> Client:
+    raise AssertionError("nothing may be deployed")
+
+
 class LackingTarget(Target):
     """A target whose server this machine lacks."""
 
     name = "lacking"
     ports = {"client": 1}
+    clients = {"append": _no_client}
 
     def db(self) -> DB:
-        raise AssertionError("nothing may be deployed")
-
-    def client(self) -> Client:
         raise AssertionError("nothing may be deployed")
 
     def missing(self, backend: str) -> str | None:

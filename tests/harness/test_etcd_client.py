@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,33 @@ def test_kv_ops_complete_as_the_workload_expects(cluster: Cluster) -> None:
     # another member reads what this one wrote (a linearizable read)
     assert _client(backend, "n3").invoke(_op("read", {"key": 10}), 2.0)["value"]["value"] == 6
     client.close()
+
+
+def test_appends_are_a_cas_loop_that_loses_and_repeats_no_piece(cluster: Cluster) -> None:
+    backend, _ = cluster
+    first = _client(backend, "n1")
+    assert first.invoke(_op("append", {"key": 20, "value": ",1"}), 2.0)["type"] == "ok"
+    assert first.invoke(_op("read", {"key": 20}), 2.0)["value"]["value"] == ",1"
+    assert first.invoke(_op("write", {"key": 21, "value": 5}), 2.0)["type"] == "ok"
+    assert first.invoke(_op("append", {"key": 21, "value": ",6"}), 2.0)["type"] == "ok"
+    assert first.invoke(_op("read", {"key": 21}), 2.0)["value"]["value"] == "5,6"
+    # clients on three members append to one key at once: each piece lands exactly once
+    clients = [_client(backend, node) for node in NODES]
+
+    def append(i: int) -> list[str]:
+        return [clients[i].invoke(_op("append", {"key": 22, "value": f",{i}-{n}"}), 5.0)["type"]
+                for n in range(10)]
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        outcomes = [t for done in pool.map(append, range(len(clients))) for t in done]
+    assert outcomes == ["ok"] * 30, outcomes
+    final = first.invoke(_op("read", {"key": 22}), 2.0)["value"]["value"]
+    pieces = final.split(",")[1:]
+    assert sorted(pieces) == sorted(f"{i}-{n}" for i in range(3) for n in range(10))
+    for i in range(3):  # each client's own appends, in the order it made them
+        assert [p for p in pieces if p.startswith(f"{i}-")] == [f"{i}-{n}" for n in range(10)]
+    for client in [first, *clients]:
+        client.close()
 
 
 def test_a_killed_member_fails_then_the_client_moves_on(cluster: Cluster) -> None:

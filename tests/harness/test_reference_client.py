@@ -23,6 +23,8 @@ from harness.targets.reference import ReferenceDB, ReferenceTarget
 from harness.targets.reference_client import (
     KV_IMAGE,
     MIN_ATTEMPT_S,
+    AppendClient,
+    KvClient,
     ReferenceClient,
     _peer_closed,
     image_of,
@@ -112,8 +114,9 @@ def scripted_world(request: pytest.FixtureRequest,
 
 
 def _cluster(monkeypatch: pytest.MonkeyPatch, nodes: dict[int, Conn], at: int) -> ReferenceClient:
-    """A client at node `at` of scripted nodes (each connection to node i speaks to nodes[i])."""
-    client = ReferenceClient()
+    """An append client at node `at` of scripted nodes (each connection to node i speaks to
+    nodes[i])."""
+    client = AppendClient()
     client.names = {i: f"n{i}" for i in nodes}
     client.addresses = {i: ("127.0.0.1", 9000 + i) for i in nodes}
     client.current = at
@@ -122,8 +125,9 @@ def _cluster(monkeypatch: pytest.MonkeyPatch, nodes: dict[int, Conn], at: int) -
     return client
 
 
-def _client(conn: Conn) -> ReferenceClient:
-    client = ReferenceClient()
+def _client(conn: Conn, kind: type[ReferenceClient] = KvClient) -> ReferenceClient:
+    """A client of the `kind` workload (kv's unless said) at one scripted node."""
+    client = kind()
     client.names = {1: "n1"}
     client.addresses = {1: ("127.0.0.1", 1)}
     client.current = 1
@@ -221,6 +225,58 @@ def test_produce_errors_keep_their_certainty(code: ErrorCode, outcome: str) -> N
         assert _client(Conn(_produced(code))).invoke(op, 1.0)["type"] == outcome
 
 
+def test_each_workload_s_client_speaks_its_own_ops_only() -> None:
+    # a kv client given a brokers op (and an append client a kv op) refuses it, sending nothing
+    conn = Conn(_produced())
+    done = _client(conn).invoke({"process": 0, "type": "invoke", "f": "describe", "value": None},
+                                1.0)
+    assert (done["type"], done["error"]) == ("fail", "unknown-f describe") and conn.sent == []
+    done = _client(conn, AppendClient).invoke(_op("write", key=0, value=1), 1.0)
+    assert (done["type"], done["error"]) == ("fail", "unknown-f write") and conn.sent == []
+    assert set(ReferenceTarget().workloads()) == {"append", "kv", "brokers"}
+    assert isinstance(ReferenceTarget().client("kv"), KvClient)
+
+
+def test_an_append_reads_the_key_then_swaps_in_its_value_with_the_piece_at_the_end() -> None:
+    conn = Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})), _produced(message="swapped"))
+    done = _client(conn).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert done["type"] == "ok" and done["value"] == {"key": 0, "value": ",9"}
+    assert conn.apis() == [FETCH, PRODUCE]
+    command = _sent_command(conn)
+    assert (command.op, command.key, command.expected, command.value) == ("cas", 0, 4, "4,9")
+
+
+def test_an_append_whose_cas_lost_a_race_reads_again_and_one_out_of_time_fails() -> None:
+    conn = Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                _produced(message="not-swapped"),
+                _fetched(KV_IMAGE, hw=5, records=_image({0: "4,8"})),
+                _produced(message="swapped"))
+    done = _client(conn).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert done["type"] == "ok"
+    command = _sent_command(conn)
+    assert (command.expected, command.value) == ("4,8", "4,8,9")
+    racing = [_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+              _produced(message="not-swapped")] * 1000
+    lost = _client(Conn(*racing)).invoke(_op("append", key=0, value=",9"), 1.0)
+    # no cas swapped: nothing appended, certainly
+    assert (lost["type"], lost["error"]) == ("fail", "append-contended")
+
+
+def test_an_append_lost_on_the_wire_is_a_failure_while_reading_unknown_once_it_sent_a_cas(
+        ) -> None:
+    reading = _client(Conn(ConnectionClosed("closed"))).invoke(
+        _op("append", key=0, value=",9"), 1.0)
+    assert reading["type"] == "fail"
+    casing = _client(Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                          ConnectionClosed("closed"))).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert casing["type"] == "info"
+    # after a cas that did not swap, the next read's loss is again a certain failure
+    again = _client(Conn(_fetched(KV_IMAGE, hw=3, records=_image({0: 4})),
+                         _produced(message="not-swapped"),
+                         ConnectionClosed("closed"))).invoke(_op("append", key=0, value=",9"), 1.0)
+    assert again["type"] == "fail"
+
+
 def test_a_write_that_times_out_after_sending_is_info_a_read_fail() -> None:
     timeout = RequestTimeout("no answer")
     assert _client(Conn(timeout)).invoke(_op("write", key=0, value=1), 1.0)["type"] == "info"
@@ -252,7 +308,7 @@ def test_a_kv_read_that_is_refused_or_garbled_fails() -> None:
 def test_a_read_below_the_log_start_goes_on_from_it() -> None:
     conn = Conn(_fetched(code=ErrorCode.offset_out_of_range, log_start=40),
                 _fetched(hw=42, records=_log(40, [100, 101])))
-    done = _client(conn).invoke(_op("read", **{"from": 0}), 1.0)
+    done = _client(conn, AppendClient).invoke(_op("read", **{"from": 0}), 1.0)
     assert done["type"] == "ok"
     assert done["value"] == {"from": 40, "hw": 42, "records": [[40, 100], [41, 101]]}
     assert [int(r.topics[0].partitions[0].fetch_offset) for _, r in conn.sent] == [0, 40]
@@ -261,7 +317,7 @@ def test_a_read_below_the_log_start_goes_on_from_it() -> None:
 def test_without_the_log_start_in_the_answer_list_offsets_earliest_says_it() -> None:
     conn = Conn(_fetched(code=ErrorCode.offset_out_of_range), _listed(40),
                 _fetched(hw=41, records=_log(40, [100])))
-    done = _client(conn).invoke(_op("read", **{"from": 3}), 1.0)
+    done = _client(conn, AppendClient).invoke(_op("read", **{"from": 3}), 1.0)
     assert done["type"] == "ok" and done["value"]["from"] == 40
     api, request = conn.sent[1]
     assert api == LIST_OFFSETS and int(request.topics[0].partitions[0].timestamp) == -2
@@ -270,7 +326,7 @@ def test_without_the_log_start_in_the_answer_list_offsets_earliest_says_it() -> 
 def test_out_of_range_above_the_log_start_fails() -> None:
     # past the end of the log: the log start is below the asked offset, nothing to go on from
     conn = Conn(_fetched(code=ErrorCode.offset_out_of_range, log_start=0))
-    done = _client(conn).invoke(_op("read", **{"from": 99}), 1.0)
+    done = _client(conn, AppendClient).invoke(_op("read", **{"from": 99}), 1.0)
     assert done["type"] == "fail" and done["error"] == "offset-out-of-range"
     assert len(conn.sent) == 1
 
@@ -278,7 +334,7 @@ def test_out_of_range_above_the_log_start_fails() -> None:
 def test_the_log_start_moving_again_is_retried_only_once() -> None:
     conn = Conn(_fetched(code=ErrorCode.offset_out_of_range, log_start=40),
                 _fetched(code=ErrorCode.offset_out_of_range, log_start=80))
-    done = _client(conn).invoke(_op("read", **{"from": 0}), 1.0)
+    done = _client(conn, AppendClient).invoke(_op("read", **{"from": 0}), 1.0)
     assert done["type"] == "fail" and done["error"] == "offset-out-of-range"
     assert len(conn.sent) == 2
 
@@ -397,7 +453,7 @@ def test_after_the_leader_is_killed_its_clients_appends_are_answered_by_the_new_
     with deployed(ReferenceTarget(), ReferenceDB, NODES, "reference-client-kill",
                   tmp_path) as (backend, db):
         leader = _wait_for_leader(backend, db)
-        clients = [ReferenceTarget().client() for _ in NODES]
+        clients = [ReferenceTarget().client("append") for _ in NODES]
         for i, (client, node) in enumerate(zip(clients, NODES, strict=True)):
             client.open(backend, NODES, node)
             # each now holds an idle connection to the leader

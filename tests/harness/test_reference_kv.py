@@ -41,8 +41,8 @@ def _leader(env: Env) -> str:
     return wait_for_leader(env)
 
 
-def _client(backend: LocalBackend, node: str) -> Client:
-    client = ReferenceTarget().client()
+def _client(backend: LocalBackend, node: str, workload: str = "append") -> Client:
+    client = ReferenceTarget().client(workload)
     client.open(backend, NODES, node)
     return client
 
@@ -68,7 +68,7 @@ def _append(client: Client, values: range) -> None:
 def test_kv_write_cas_and_read_on_real_nodes(cluster: tuple[LocalBackend, ReferenceDB]) -> None:
     backend, db = cluster
     _leader(Env(backend, db, NODES))
-    client = _client(backend, "n3")
+    client = _client(backend, "n3", "kv")
     assert _until_ok(client, "write", {"key": 0, "value": 1})["value"] == {"key": 0, "value": 1}
     swapped = _until_ok(client, "cas", {"key": 0, "from": 1, "to": 2})
     assert swapped["value"]["swapped"] is True

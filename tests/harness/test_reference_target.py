@@ -37,7 +37,7 @@ def test_append_then_read_from_any_starting_node(cluster: tuple[LocalBackend, Re
                                                  ) -> None:
     backend, db = cluster
     _leader(backend, db)
-    client = ReferenceTarget().client()
+    client = ReferenceTarget().client("append")
     client.open(backend, NODES, "n3")
     done = {}
     for _ in range(20):  # the first tries may land on a follower, which says where to go
@@ -58,7 +58,7 @@ def test_a_killed_leader_is_left_for_the_new_one(
         cluster: tuple[LocalBackend, ReferenceDB], tmp_path: Path) -> None:
     backend, db = cluster
     leader = _leader(backend, db)
-    client = ReferenceTarget().client()
+    client = ReferenceTarget().client("append")
     client.open(backend, NODES, leader)
     db.kill(backend, leader)
     first = client.invoke(_op("append", {"value": 2002}), 2.0)
@@ -76,7 +76,7 @@ def test_a_killed_leader_is_left_for_the_new_one(
             break
         if done["type"] == "info":
             client.close()
-            client = ReferenceTarget().client()
+            client = ReferenceTarget().client("append")
             client.open(backend, NODES, leader)
     assert outcomes[-1] == "ok", outcomes
     db.start(backend, leader)

@@ -117,12 +117,10 @@ class ToyTarget(Target):
     ports = {"toy": 7000}
     # its nodes write no log.jsonl / events.jsonl / final.json: nothing for raft-invariants
     node_data = False
+    clients = {"append": ToyClient}
 
     def db(self) -> DB:
         return ToyDB()
-
-    def client(self) -> Client:
-        return ToyClient()
 
 
 class LaxToyTarget(ToyTarget):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-import checkers
+import workloads
 
 GROUP = ["target", "workload", "nemesis"]
 
@@ -48,7 +48,7 @@ def load(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataF
                 spec = json.loads((run / "test.json").read_text())
                 json.loads((run / "results.json").read_text())
                 history = [json.loads(line) for line in (run / "history.jsonl").open()]
-                verdict = checkers.check_run(run)  # what `kraft check RUN` prints
+                verdict = workloads.check_run(run)  # what `kraft check RUN` prints
             except Exception:
                 skipped.add(run_id)
                 continue

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import checkers
+import workloads
 from checkers.history import HistoryError
 from harness.pipeline import discover, runinfo, schemas
 from testkit import synthetic
@@ -76,7 +76,7 @@ def test_the_pipeline_verdict_is_kraft_checks(tmp_path: Path) -> None:
     for run in made.runs:
         history = runinfo.hist.read(run / "history.jsonl")
         try:
-            want = checkers.check_run(run)
+            want = workloads.check_run(run)
         except HistoryError as exc:
             assert history.problem == f"history.jsonl:{exc.line}: {exc.message}"
             continue

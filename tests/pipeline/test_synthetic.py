@@ -6,7 +6,7 @@ import itertools
 import json
 from pathlib import Path
 
-import checkers
+import workloads
 from testkit import synthetic
 
 
@@ -53,7 +53,7 @@ def test_checkers_agree_with_the_stored_verdicts(tmp_path: Path) -> None:
     assert made.planted, "some runs should carry an anomaly"
     for run in made.runs:
         stored = json.loads((run / "results.json").read_text())["valid"]
-        assert checkers.check_run(run)["valid"] is stored, run
+        assert workloads.check_run(run)["valid"] is stored, run
 
 
 def test_corruptions(tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import workloads
-from checkers import compose
 from contracts.generator import Context, take
 from workloads.append import APPEND
 
@@ -27,9 +29,24 @@ def test_an_unknown_workload_names_the_known_ones() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(workloads.WORKLOADS))
-def test_a_stored_run_is_judged_by_the_checker_its_workload_declares(name: str) -> None:
+def test_a_stored_run_is_judged_by_the_checker_its_workload_declares(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # `kraft check` has only test.json's name; it must land on the same checker as the run did
-    assert compose.MODELS[name] is workloads.get(name).checker
+    judged: list[Mapping[str, Any]] = []
+
+    def checker(history: Sequence[Op], test: Mapping[str, Any],
+                nodes: Mapping[str, Path] | None = None) -> dict[str, Any]:
+        judged.append(test)
+        return {"valid": True}
+
+    replaced = dataclasses.replace(workloads.get(name), checker=checker)
+    monkeypatch.setitem(workloads.WORKLOADS, name, replaced)
+    assert workloads.check([], {"workload": name}) == {"valid": True}
+    assert judged == [{"workload": name}]
+
+
+def test_a_test_json_without_a_workload_is_an_append_run() -> None:
+    assert workloads.name_of({}) == "append" == workloads.name_of({"workload": None})
 
 
 def test_append_ops_are_the_same_for_the_same_seed() -> None:

@@ -1,6 +1,8 @@
 """`kraft check PATH`: re-run the checkers on a stored run directory or a history.jsonl.
 
-Writes results.json next to the history, prints the summary, and exits 0 valid, 1 invalid,
+The run's workload (test.json's `workload`, or `--model`) is found in the one registry
+(`workloads.WORKLOADS`) and judges the history with its own checker, as the run did. Writes
+results.json next to the history, prints the summary, and exits 0 valid, 1 invalid,
 2 unknown, 64 for bad usage or a history it cannot read (with the file, the line and what is
 wrong). A run that did not finish (test.json's `outcome`) stays unknown however its partial
 history looks. Given a run directory it also rewrites the plots and the timeline.
@@ -22,7 +24,8 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from checkers import append_history, availability, compose, linearizable, summary
+import workloads
+from checkers import availability, compose, linearizable, summary
 from checkers.history import HistoryError, load_stored
 from checkers.history import load as load_history
 from contracts.results import HISTORY, RESULTS, node_dirs
@@ -33,7 +36,7 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 64
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="kraft check", description=__doc__.split("\n")[0])
     parser.add_argument("path", type=Path, help="a run directory, or a history.jsonl")
-    parser.add_argument("--model", choices=sorted(compose.MODELS),
+    parser.add_argument("--model", choices=sorted(workloads.WORKLOADS),
                         help="the workload to judge (default: test.json's, else append)")
     parser.add_argument("--max-states", type=_non_negative, metavar="N",
                         help="budget of the register/kv search, in states explored (default "
@@ -54,17 +57,18 @@ def main(argv: list[str]) -> int:
     if not history_path.is_file():
         print(f"kraft check: no history at {history_path}", file=sys.stderr)
         return EXIT_USAGE
-    try:  # test.json first, for the model: its problems are told after the history's
+    try:  # test.json first, for the workload: its problems are told after the history's
         test, bad_test = compose.read_run_test(history_path.parent), None
     except ValueError as exc:
         test, bad_test = {}, exc
-    model = args.model or str(test.get("workload") or "append")  # as compose.check picks it
-    # An append history is parsed as it is read, while each batch of ops is in the cache (the
-    # parse is kept until the check has used it). Its ops are not kept, unless the plots and the
-    # timeline are to be drawn, which walk them all: the few a checker cites are read again from
-    # the file (a long history is gigabytes of dicts, and their first touch costs seconds).
-    stored = model == "append" and (run_dir is None or args.no_plots)
-    reading = append_history.Reading() if model == "append" else None
+    model = args.model or workloads.name_of(test)  # as workloads.check picks it
+    workload = workloads.WORKLOADS.get(model)
+    # A workload's parse may follow the reading (append's: while each batch of ops is in the
+    # cache; the parse is kept until the check has used it). The ops are then not kept, unless the
+    # plots and the timeline are to be drawn, which walk them all: the few a checker cites are
+    # read again from the file (a long history is gigabytes of dicts, their first touch seconds).
+    reading = workload.reading() if workload is not None else None
+    stored = reading is not None and (run_dir is None or args.no_plots)
     try:
         history = (load_stored(history_path, reading) if stored
                    else load_history(history_path, reading))
@@ -85,7 +89,7 @@ def main(argv: list[str]) -> int:
         test[availability.FLOORS] = args.min_availability
 
     nodes = node_dirs(run_dir) if run_dir is not None else None
-    results = compose.check(history, test, nodes)
+    results = workloads.check(history, test, nodes)
     try:
         (history_path.parent / RESULTS).write_text(json.dumps(results, indent=2, default=str)
                                                    + "\n")
