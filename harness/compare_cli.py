@@ -237,9 +237,9 @@ def plan(args: argparse.Namespace, results_dir: Path,
     else:
         wanted = _names("--workloads", args.workloads)
         for name in wanted:
-            if name not in workload_registry.WORKLOADS:
+            if name not in workload_registry.RUNNABLE:
                 raise UsageError(f"--workloads: unknown workload {name!r}; one of: "
-                                 f"{', '.join(workload_registry.WORKLOADS)}")
+                                 f"{', '.join(workload_registry.RUNNABLE)}")
             if name in NOT_COMPARED:
                 raise UsageError(f"--workloads: {name} is not compared: {NOT_COMPARED[name]}")
     runs: list[Planned] = []

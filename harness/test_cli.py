@@ -82,7 +82,7 @@ def parser() -> argparse.ArgumentParser:
                    f"({', '.join(targets.TARGETS)}, or module:attribute); default: reference")
     p.add_argument("--nodes", default="3", help="a count (n1..nN) or comma-separated names")
     p.add_argument("--workload", default=None,
-                   help=f"{', '.join(workloads.WORKLOADS)} (default: the target's first: append "
+                   help=f"{', '.join(workloads.RUNNABLE)} (default: the target's first: append "
                         "for reference and nats, kv for etcd)")
     p.add_argument("--nemesis", default=None,
                    help=f"comma list of {', '.join(KINDS)}, or none (default: "
@@ -173,9 +173,9 @@ def config_from(args: argparse.Namespace) -> TestConfig:
                          f"one of: {', '.join(backends.NAMES)}")
     if args.workload is None:
         args.workload = default_workload(args.target)
-    if args.workload not in workloads.WORKLOADS:
+    if args.workload not in workloads.RUNNABLE:
         raise UsageError(f"--workload: unknown workload {args.workload!r}; "
-                         f"one of: {', '.join(workloads.WORKLOADS)}")
+                         f"one of: {', '.join(workloads.RUNNABLE)}")
     if args.test_name and not valid_name(args.test_name):
         raise UsageError(f"--test-name: {args.test_name!r} is not a plain file name")
     nemesis = (list(DEFAULT_KINDS) if args.nemesis is None

@@ -1,12 +1,12 @@
 """Workloads: what the clients do, and which checkers judge it, registered by name.
 
 A workload is a value implementing `contracts.workload.Workload`, and a module holds all of one:
-`generator(seed)` gives the pure generator of the clients' invoke ops, `final_ops()` the reads
-every node is asked after the faults heal (`kv` asks every key, `brokers` one describe), and
-`checker` the function that turns the history into results.json (the module's suite of checkers,
-run by `checkers.compose.check`). `WORKLOADS` maps the names that `kraft test --workload` accepts,
-and test.json records, to those values; it is the one registry: `check` judges a stored history by
-the workload its test.json names, as `kraft check` and `kraft analyze` do.
+`generator(seed)` gives the pure generator of the clients' invoke ops, `final_ops()` the reads every
+node is asked after the faults heal (`kv` asks every key, `brokers` one describe), and `checker` the
+function that turns the history into results.json (the module's suite of checkers, run by
+`checkers.compose.check`). `WORKLOADS` maps the names that test.json records (`RUNNABLE`: those
+`kraft test --workload` accepts) to those values; it is the one registry: `check` judges a stored
+history by the workload its test.json names, as `kraft check` and `kraft analyze` do.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from workloads.register import REGISTER
 
 WORKLOADS: Mapping[str, Workload] = {
     workload.name: workload for workload in (APPEND, KV, BROKERS, REGISTER)}
+CHECK_ONLY = frozenset({REGISTER.name})
+"""Judged, never run: no target has a client for them (stored histories of other tools)."""
+RUNNABLE = tuple(name for name in WORKLOADS if name not in CHECK_ONLY)
+"""What `kraft test --workload` accepts."""
 
 DEFAULT = APPEND.name  # a test.json without `workload`: stored before it was recorded
 

@@ -44,6 +44,13 @@ def test_bad_input_is_one_line_and_exit_64(argv: list[str], capsys: pytest.Captu
     assert err.startswith("kraft test: ") and "\n" not in err
 
 
+def test_a_check_only_workload_is_not_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`register` judges stored histories (kraft check --model register); no target runs it."""
+    assert test_cli.main(["--workload", "register"]) == 64
+    assert capsys.readouterr().err.strip() == (
+        "kraft test: --workload: unknown workload 'register'; one of: append, kv, brokers")
+
+
 # -- refused before anything is deployed: one line naming what, and how to fix it ---------------
 
 def _refusal(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
