@@ -304,7 +304,7 @@ def _print_phases(stamps: dict[str, list[float]], ended: float, process: float, 
           "append parse that follows the reading when kraft check makes one; parse: "
           "checkers.append_history.parse, the rest of it; checks: the rest of compose.check; "
           "written: results.json and the summary; exit: from there to the process's "
-          "end; main: harness.check_cli.main to the end; process: the whole command, with the "
+          "end; main: harness.commands.check.main to the end; process: the whole command, with the "
           "interpreter's start and imports; cpu: user + system time, which other load on the "
           "machine spares; peak RSS: the process's ru_maxrss)")
 
@@ -330,7 +330,7 @@ def check_file(path: Path, stamps_path: Path) -> None:
 
     skip_test_only_imports()  # as the command does, before what follows imports kio
     from checkers import append_history, compose
-    from harness import check_cli as cli
+    from harness.commands import check as cli
 
     stamps: dict[str, list[float]] = {}
 

@@ -189,8 +189,8 @@ def test_tally_counts_as_the_windows_cover_each_invoke() -> None:
 
 
 def test_config_records_the_floor_only_when_set() -> None:
+    from harness.commands.test import config_from, parser
     from harness.config import UsageError
-    from harness.test_cli import config_from, parser
 
     def config(*argv: str) -> Any:
         return config_from(parser().parse_args(["--nemesis", "kill", "--seed", "1", *argv]))

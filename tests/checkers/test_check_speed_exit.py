@@ -14,8 +14,8 @@ import pytest
 from chk_histories import Builder
 from chk_runs import write_run
 
-from harness import check_cli as cli
 from harness.cli import main as kraft
+from harness.commands import check as cli
 
 # The command as `python -m harness.cli check ...` runs it, in a process that also registers an
 # exit function and holds an object whose finalizer says when the interpreter's teardown frees it.

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness import images, images_cli
+from harness import images
+from harness.commands import images as images_cli
 
 
 @pytest.mark.docker

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from contracts.backend import ClusterSpec
-from harness import images, images_cli, targets
+from harness import images, targets
 from harness.backends.docker import DockerBackend
+from harness.commands import images as images_cli
 
 TINY = ("less",)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import test_cli
+from harness.commands import test as test_cli
 from harness.config import TestConfig
 from harness.targets.reference import ReferenceTarget, properties
 from reference_node.properties import parse

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import clean_cli
 from harness.backends import pids
+from harness.commands import clean as clean_cli
 from nemesis.faultfs import check_usable, mounts
 
 pytestmark = pytest.mark.skipif(check_usable() is not None, reason=f"no FUSE: {check_usable()}")

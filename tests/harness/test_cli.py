@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from harness import backends, clean_cli, targets, test_cli
+from harness import backends, targets
 from harness.backends import pids
 from harness.cli import main as kraft
+from harness.commands import clean as clean_cli
+from harness.commands import test as test_cli
 from harness.config import TestConfig
 from nemesis.registry import OPTIONS, default_options
 from nemesis.spec import Choices, Count, Seconds

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from contracts.target import DB, Client, Target
-from harness import compare, compare_cli, compare_report, targets
-from harness.compare_cli import Planned
+from harness import compare, compare_report, targets
+from harness.commands import compare as compare_cli
+from harness.commands.compare import Planned
 
 MS = 1_000_000  # ns
 

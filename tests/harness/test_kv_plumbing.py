@@ -12,7 +12,7 @@ import pytest
 from contracts.backend import Backend
 from contracts.history import History
 from contracts.target import Client
-from harness import test_cli
+from harness.commands import test as test_cli
 from harness.config import TestConfig
 from harness.runner import _final_reads
 from harness.targets import reference

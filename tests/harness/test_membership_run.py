@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands.test import EXIT_USAGE, main
 from harness.config import TestConfig
 from harness.targets.reference import (
     DYNAMIC_KEYS,
@@ -26,7 +27,6 @@ from harness.targets.reference import (
     read_directory_id,
     voter_endpoint,
 )
-from harness.test_cli import EXIT_USAGE, main
 from reference_node.properties import parse
 from reference_node.voter_admin import kafka_uuid, parse_kafka_uuid
 

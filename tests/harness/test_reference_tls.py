@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import test_cli
+from harness.commands import test as test_cli
 from harness.targets.reference import TLS_KEYS, ReferenceTarget, dialled_hosts, split_security
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import analyze_cli, cli
+from harness import cli
+from harness.commands import analyze as analyze_cli
 from harness.pipeline import session
 
 

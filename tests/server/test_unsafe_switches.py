@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import test_cli
+from harness.commands import test as test_cli
 from reference_node.config import ConfigError, from_properties
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import ErrorCode

@@ -183,7 +183,7 @@ def kraft_test_argv(args: argparse.Namespace, results_dir: Path, backend: str, t
 
 def _check_cell(argv: list[str]) -> None:
     """Refuse, as `kraft test` would before deploying, a command line it would refuse."""
-    from harness import test_cli
+    from harness.commands import test as test_cli
 
     try:
         config = test_cli.config_from(test_cli.parser().parse_args(argv[len(KRAFT_TEST):]))
@@ -434,7 +434,7 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     out_dir = Path(args.results_dir) if args.results_dir else _default_dir()
     alluredir = Path(args.alluredir) if args.alluredir else None
-    from harness.test_cli import check_results_dir
+    from harness.commands.test import check_results_dir
 
     try:
         if args.runs is not None:
@@ -474,7 +474,7 @@ def _compare_stored(directories: list[str], out_dir: Path, alluredir: Path | Non
     if not any(r.placed for r in runs):
         raise UsageError(f"--runs: no runs found under {', '.join(directories)} "
                          "(a results directory holds <test-name>/<start>/test.json)")
-    from harness.test_cli import check_results_dir
+    from harness.commands.test import check_results_dir
 
     check_results_dir(str(out_dir))
     say(f"comparing {len(runs)} stored runs, into {out_dir}")
