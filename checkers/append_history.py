@@ -7,20 +7,11 @@ saw it; two values at one offset, or one value at two offsets, are noted here as
 The same pass keeps the history's `Outline` (client completions, nemesis ops) for the op counts and
 the availability figures, so that nothing walks the history again.
 
-Speed matters, and on a history of 10^6 operations (~6x10^6 read records) memory traffic costs more
-than work: each op is a dict somewhere in a gigabyte. So everything is taken from an op during the
-one pass, while it is in the cache: its pairing, its append or read, its records; and `kraft check`
-has the pass follow the reading of history.jsonl (`Reading`), a batch of ops at a time just after
-they are decoded, rather than walk the whole history a second time from memory; the ops are then
-dropped (`history.load_stored`), and so are the reads' records, which the few checks that look at
-them again read from the file (`StoredRecords`): what is kept is a fraction of the history's
-gigabytes, whose first touch alone would cost seconds. Observations are
-made in that pass too, optimistically: acknowledgements are authoritative, and the rule is that
-they are observed before any read, which one pass cannot do for a read that sees an offset before
-its ack arrives. That matters only when something disagrees (a conflict, a duplicate, a malformed
-record); until then the pass gives the same maps and counts (an ack arriving later only takes over
-the "first seen" position). At the first disagreement the pass stops observing, and `_observe`
-redoes all observations the careful way, acks first, after the pass.
+On a history of 10^6 operations memory traffic costs more than work, so everything is taken from
+an op in that one pass while it is in the cache (`kraft check` runs it as history.jsonl is read),
+and the reads' records are then dropped. Observations are made optimistically in the pass; at the
+first disagreement `_observe` redoes them the careful way, acks first. Details:
+docs/internals/checkers.md#append_history
 """
 
 from __future__ import annotations

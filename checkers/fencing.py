@@ -1,79 +1,20 @@
 """Broker fencing (issue 17, early KIP-631): who may serve, who is listed unfenced, and when.
 
 Theory of operation. The `brokers` workload's clients `describe` every node: a broker answers from
-its own metadata image with a `self` record (its state, incarnation, broker epoch, whether it
-fenced itself, how long ago its last answered heartbeat was sent), or refuses
-(`broker-not-available`); the active controller answers a linearizable read of the image. Each ok
-answer lists every registered broker (`BrokerInfo.to_json()`: epoch, incarnation, fenced, since).
-Beside the answers the checker reads the nemesis ops (which links were cut, which nodes were down,
-what the controller answered a replayed stale registration), test.json's `brokers` and `fencing`
-timings, and, with node data, the controllers' `broker-*` events, the brokers' `broker-state`
-events, the leaders' `state` events and the broker records of the nodes' committed logs.
+its own metadata image with a `self` record, or refuses (`broker-not-available`); the active
+controller answers a linearizable read of the image. Each ok answer lists every registered broker.
+Beside the answers the checker reads the nemesis ops, test.json's `brokers` and `fencing` timings,
+and, with node data, the controllers' and brokers' events and the broker records of the nodes'
+committed logs.
 
-The faults are turned into what was *certainly* true, never what may have been: a link is cut from
-the completion of the `start-X` that cut it (value `cut`: one-way `[src, dst]` links) to the invoke
-of the `stop-X` (or of a start that replaces the cuts: then only the links both sets hold stay
-certain); a node is down (killed, paused, power cut) from the completion of the start that names
-it to the invoke of its stop. A failed step (`info`) makes nothing certain. So every "since T"
-below is late and every "until U" early: the faults can only be shorter than the checker thinks.
+The faults are turned into what was *certainly* true, never what may have been: every "since T"
+is late and every "until U" early, so the faults can only be shorter than the checker thinks. The
+anomalies (`served-while-fenced`, `unfenced-without-heartbeat`, `incarnation-regressed`,
+`unfenced-before-caught-up`, `fenced-broker-listed`) each come with the ops or events that prove
+them; the time bounds carry slacks under which a correct cluster on a loaded 2-core machine passes.
 
-Anomalies, each with the ops (history indices) or events that prove it:
-
-- `served-while-fenced`: a broker answered ok while (a) its own `self` record says it was not
-  serving: `self_fenced`, a state other than active/stopping, no answered heartbeat ever, or
-  `contact_age_ms` > broker_timeout + SELF_REPORT_SLACK_MS; or (b) the nemesis had cut it off from
-  every controller (each one down, or a link either way cut: no heartbeat can be answered) since T,
-  and the op was invoked after T + broker_timeout + SERVE_SLACK_MS and completed before the cut-off
-  ended.
-- `unfenced-without-heartbeat`: the active controller L answered (an ok describe on a controller is
-  the leader's linearizable read) listing broker B unfenced, invoked after
-  max(T, T_L) + session_timeout + FAILOVER_ALLOWANCE_MS and completed while B's heartbeats still
-  could not reach L (B down, or the link B -> L cut, since T). T_L is when L last became leader (its
-  `state` events; a new leader starts every broker's session when it takes over, Kafka's failover
-  rule) or came back from a pause. Without L's events the answer is not judged (counted in
-  `unjudged_controller_answers`).
-- `incarnation-regressed`: for one broker id, a registration at a later broker epoch has an older
-  (smaller, UUIDv7) incarnation than one at an earlier epoch. Registrations come from the answers,
-  the committed logs, the controllers' `broker-register` events (unless a log shows what committed
-  at that offset, or every node's final high watermark is at or below it: never committed), and a
-  stale-incarnation replay the controller accepted (its stop value `answer` without an error).
-- `unfenced-before-caught-up`: an unfence whose `caught_up` is not past the registration epoch
-  (controller event, or committed `unfence-broker` record); or a broker in state `active` with a
-  metadata offset not past its broker epoch (`broker-state` event, or a `self` record). Metadata
-  offsets are image END offsets (exclusive): a broker has applied its own registration at offset E
-  only once its end offset is above E.
-- `fenced-broker-listed`: an answer showed B fenced since offset f, and an answer invoked more than
-  broker_timeout + STALE_VIEW_SLACK_MS after that one completed lists B unfenced since an offset
-  below f: a view older than a fence it must have learnt of.
-
-Why each bound is sound (a correct cluster on a loaded 2-core machine passes):
-
-- (a) The `self` record is built by the broker with the same status it decides to serve by, so
-  a serving broker's `contact_age_ms` is at most broker_timeout; SELF_REPORT_SLACK_MS (1 s) only
-  absorbs a record taken a scheduling delay after the decision.
-- (b) Once every controller is unreachable, no request sent after T is answered, so the broker's
-  last contact (the *send* time of an answered request) is before T and it must be self-fenced at
-  T + broker_timeout; the request reaches it after the op's invoke, later still. SERVE_SLACK_MS
-  (2 s) covers a broker whose event loop stalled and answered with a status from before its next
-  tick, and the partition taking hold of connections already open.
-- `unfenced-without-heartbeat`: L's last heartbeat from B was received before T (or its session
-  restarted at T_L), so L's tick fences B at max(T, T_L) + session; the fence must then commit
-  (a replication round, the followers' long-poll fetches, a tick) before a read shows it.
-  FAILOVER_ALLOWANCE_MS (3 s) covers that on a loaded machine; the event clocks are mapped onto the
-  history's with the nemesis ops' `wall` (the same host clock), give or take CLOCK_SLACK_MS,
-  always in the direction that makes T_L later.
-- `fenced-broker-listed`: a controller's read is current, but a broker's image may lag the log by
-  what it has not fetched yet; a broker that cannot fetch cannot heartbeat either (both go to the
-  leader's controller endpoint), so it stops serving within broker_timeout. STALE_VIEW_SLACK_MS (2 s)
-  covers fetch waits and scheduling.
-- `incarnation-regressed` and `unfenced-before-caught-up` compare numbers, not times: no slack.
-
-Missing timings (test.json without `fencing`) are taken as the design's defaults (9000, 2000,
-12000 ms), the longest: the bounds only widen. A run that asked nothing of brokers (no `describe`
-op, no broker record anywhere) is valid with `skipped` saying so; a run whose describes all
-failed is `unknown` (nothing was judged). The result also has `brokers` (per broker name: its
-registrations with epoch and incarnation and where they were seen, its fences, what its clients
-were answered) and `judged` (how many answers each rule looked at).
+Details (the fault windows, each anomaly's rule, why each bound is sound, missing timings, the
+result's fields): docs/internals/checkers.md#fencing
 """
 
 from __future__ import annotations

@@ -1,34 +1,18 @@
 """Voter changes (KIP-853): every change the nemesis was told succeeded is in the committed log.
 
-Theory of operation. The membership nemesis records each change it asked for as a `start-membership`
-op whose completion's value says `op` (add, remove, restart), `node` and `result` (`ok`: the leader
-answered once the change committed). The leader that appends a change writes a `voter-change`
-event (`change`, `voter` id, `offset`, `epoch`, `voters`: the new set); the change is *committed*
-when some node's final log holds an entry at that offset in that epoch below its final high
-watermark (the Log Matching property makes it the same entry), or, where every log starts above it
-(retention), when the offset is below some node's final high watermark.
+Theory of operation. The membership nemesis records each change it asked for as a
+`start-membership` op with its result; the leader that appends a change writes a `voter-change`
+event. A change is *committed* when some node's final log holds it below the final high watermark
+(or, where retention deleted it everywhere, when its offset is below one).
 
-- `voter-change-lost`: a change reported ok that no committed change matches. The changes
-  reported ok must appear, in order, among the committed ones, with the same kind and voter (a
-  change whose answer was lost may commit too, so committed changes may lie in between).
-- `final-voters-mismatch`: the voter set DescribeQuorum showed after the run (test.json's
-  `membership.final_quorum`) is neither that of the last committed change (the initial set when
-  there is none) nor of a change appended after it.
+Against what the nemesis was told: `voter-change-lost` (a change reported ok that no committed
+change matches, in order) and `final-voters-mismatch` (the voters DescribeQuorum showed after the
+run are not those of the last committed change, nor of a later one). Two rules of KIP-853 are
+judged from each leader's own events: `concurrent-voter-changes` (a change appended while the one
+before was uncommitted) and `removed-leader-leads-on` (KAFKA-16530). A run without membership
+changes or node data is trivially valid.
 
-Two rules of KIP-853 are judged from each leader's own events (`events.jsonl`, in order):
-
-- `concurrent-voter-changes`: a leader appended a change while the VotersRecord before it was not
-  committed (its `voter-change` event's `hw` is at or below the offset of the latest voter set the
-  node had in effect, a `voters` event): two uncommitted changes, whose sets' majorities need not
-  overlap with the committed one.
-- `removed-leader-leads-on`: a leader that removed itself raised its high watermark again in the
-  same epoch after its removal committed (KAFKA-16530): it went on leading, and counting its own
-  log, while not a voter.
-
-The result counts what a run exercised: `committed` (by kind), `leader_removals` (committed
-removals of the leader that appended them: it removed itself), `resignations`
-(`removed-leader-resigns` events), and the nemesis's `requested`/`ok` changes. A run without
-membership changes or node data is trivially valid (`skipped` says why).
+Details (each rule's exact test, what the result counts): docs/internals/checkers.md#membership
 """
 
 from __future__ import annotations

@@ -1,36 +1,16 @@
 """Snapshot and log invariants (KIP-630), judged from the nodes' stored data and the history.
 
-A snapshot is seen in two places: `nodes/<node>/snapshots.jsonl` (the `.checkpoint` files a node
-held at the end, with their kv map) and the `snapshot` events of `events.jsonl` (every snapshot a
-node took, including those retention deleted since, without the map). Each is checked against the
-committed log, which is known from two sources: the nodes' `log.jsonl` below their final high
-watermark (or log start), and the history's ok reads (`[offset, value]` pairs below the read's
-high watermark; null is a control record). An acknowledged append is a claim about the log, not
-knowledge of it: where nothing else shows its offset, its value is put in and the snapshots judge it.
+A snapshot is seen in two places: the `.checkpoint` files a node held at the end
+(`nodes/<node>/snapshots.jsonl`) and the `snapshot` events of `events.jsonl`. Each is checked
+against the committed log, known from the nodes' `log.jsonl` and the history's ok reads; an
+acknowledged append is a claim about the log, not knowledge of it, so where nothing else shows its
+offset the snapshots judge it.
 
-- `snapshot-disagreement`: two snapshots with the same end offset (same id, or the same end offset
-  under two epochs) differ in epoch, record count, digest or kv map.
-- `snapshot-log-mismatch`: a snapshot is not the fold (`Image.apply`) of the committed prefix it
-  names: its record count, digest, kv map, or epoch (the epoch of the entry before its end offset,
-  where a `log.jsonl` shows it) differ from the fold's. Snapshots are compared in end-offset order;
-  the fold runs from offset 0 while every offset is known, and those it matches are "verified". Where an offset is
-  known from nowhere, the fold starts again from the snapshot after the gap: the later snapshots are
-  then checked against it and the log between (a mismatch is still an anomaly, naming both), but
-  they are counted unverifiable, not verified.
-- `snapshot-beyond-hw`: a `snapshot` event whose end offset exceeds the high watermark it records,
-  or any high watermark reported by any node by then; a snapshot file beyond every high watermark
-  reported in the run.
-- `log-start-without-snapshot`: a log start offset above 0 that is not the end offset of one of the
-  node's durable snapshots: a `log-start` event that comes before the node's `snapshot` event of
-  that end offset (an install's, which the host made durable before installing, may come in either
-  order within the node's life), a final log start with no valid snapshot file ending there, and
-  every `log-invalid` event (the node found its log start without a snapshot at restart); but
-  not the last two on a node whose snapshot the `corrupt` nemesis damaged before (counted in
-  `log_reset_after_damage`: KIP-630's answer to a damaged snapshot).
-- `lost-write`: an acknowledged append whose offset only the snapshots still cover (below a final
-  log start, in no node's committed log.jsonl): proven present when a verified snapshot's fold holds
-  it, an anomaly when the fold with it in does not give the snapshot (the write is missing from it,
-  or the snapshot does not hold its prefix), unverifiable (counted) otherwise.
+Anomalies: `snapshot-disagreement` (two snapshots of one end offset differ),
+`snapshot-log-mismatch` (a snapshot is not the fold of the committed prefix it names),
+`snapshot-beyond-hw`, `log-start-without-snapshot` and `lost-write` (an acknowledged append that
+only the snapshots still cover, and they do not hold it). Details, with what counts as verified
+and unverifiable: docs/internals/checkers.md#snapshots
 
 Pure: a function of the node data and the parsed history. Checkers never read a node's own files.
 """

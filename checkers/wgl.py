@@ -9,18 +9,9 @@ is Lowe's improvement: a configuration already explored is not explored again.
 
 An operation with an unknown outcome (`info`) returns at the end of time, so it may be linearized
 anywhere after its call or never; reaching such a return means every determinate operation has
-been placed. Two reductions keep the search small, both sound (tests compare with brute force):
-- indeterminate operations with the same call are interchangeable once invoked, so the memo
-  counts them instead of naming them, and only one of them is tried at a time;
-- an observer (an operation that never changes the state: a read, a cas that did not swap) that
-  fits the current state is placed at once with no alternative tried, since moving it earlier in
-  any linearization keeps that a linearization.
-
-The search is exponential in the worst case, so it takes a budget and answers None (unknown)
-rather than hang. The budget counts states explored: each try of an operation from a configuration
-(the model's step, whether it accepts the operation or not) explores one, and the search stops when
-the next would pass the budget. Counting work instead of watching a clock makes the verdict a
-function of the history alone, the same on a slow machine, a loaded one or a fast one.
+been placed. Two sound reductions keep the search small, and a budget of states explored (work,
+not time: the verdict is a function of the history alone) makes it answer None (unknown) rather
+than hang. Details: docs/internals/checkers.md#wgl
 """
 
 from __future__ import annotations

@@ -4,22 +4,12 @@ Pure: everything here is computed from the runs' own files (test.json, results.j
 history.jsonl), read by the Spark pipeline's per-run code (`harness.pipeline.runinfo.run_tuple`
 without a re-check, so the verdicts are the stored ones, and `harness.pipeline.history.facts`), so
 that a cell of `kraft compare` and the same group of `kraft analyze` agree by construction. The
-definitions are the pipeline's (harness/pipeline/history.py):
-
-- verdicts and anomaly kinds as results.json states them (`runinfo.anomaly_kinds`); findings are
-  results.json's `findings` (the anomalies of kinds the target does not promise to avoid,
-  checkers/promises.py): reported beside the verdict, never counted against it;
-- availability during faults: the share of `ok` among client operations invoked while a fault
-  window was open, and per fault kind;
-- recovery: from a fault's start (failover), or its end when it was stopped (heal), to the next
-  `ok` completion; the median and the worst of the events that recovered, and how many did;
-- throughput: `ok` completions per second of history, over all the runs of a cell;
-- latency: p50/p99 of the `ok` operations' latencies, interpolated linearly between ranks (as
-  the pipeline's `aggregate._quantile` and pandas' `quantile`), over all operations and per `f`.
+definitions (verdicts and findings, availability during faults, recovery, throughput, latency) are
+the pipeline's (harness/pipeline/history.py).
 
 A row is one (nemesis, target) of a workload; a run whose history cannot be analyzed still counts
-with its stored verdict, and is named under `unreadable` with why; a run whose test.json or
-results.json cannot be read has no row to go to and is listed in `skipped_runs`.
+with its stored verdict. Details (each figure's definition, unreadable and skipped runs):
+docs/internals/harness.md#compare
 """
 
 from __future__ import annotations

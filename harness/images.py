@@ -1,28 +1,16 @@
 """The node images of the docker backend, built from nothing and cached by the hash of their inputs.
 
-Two images, each tagged with a hash of everything that goes into it, so that a build whose inputs
-did not change is a lookup (`ensure_images` returns in well under a second):
+Three images stack up, each tagged with a hash of everything that goes into it, so that a build
+whose inputs did not change is a lookup (`ensure_images` returns in well under a second): the
+base (`kraft-jepsen/base:<hash>`, a Debian root made by debootstrap, so no registry is needed),
+the node (`kraft-jepsen/node:<hash>`, the project and its pinned runtime dependencies installed
+from wheels built here, so the build fetches nothing) and, only when a run needs it, a target's
+layer (`kraft-jepsen/node-<packages>:<hash>`, the Debian packages a target's program comes in).
 
-- the base, `kraft-jepsen/base:<hash>`: a Debian root made by `debootstrap --variant=minbase`
-  (docker/base/build-rootfs.sh) and imported with the docker SDK, so no registry is needed; or,
-  where a registry answers, `python:3.11-slim` plus the same packages (docker/base-registry).
-  Its hash covers the recipe, the release, the mirror and the package list.
-- the node, `kraft-jepsen/node:<hash>` (also tagged `latest`): docker/node on top of the base, with
-  the project and the node's runtime dependencies (kio and what it needs, pinned to the versions
-  installed on this host) installed from wheels built here, so the build fetches nothing.
-  Its hash covers the base tag, docker/node, the project's source files and the pinned versions.
+Builds by several processes at once are serialised by a lock file in the cache directory; outdated
+node images and target layers are untagged by the build that replaces them (`_prune_old`).
 
-- a target's layer, `kraft-jepsen/node-<packages>:<hash>`: docker/target on top of the node image,
-  the Debian packages a target's program comes in (`Target.image_packages()`: etcd-server,
-  nats-server) installed by apt-get from the base's mirror, with a policy-rc.d that keeps their
-  services from starting (the harness starts the program as the node's daemon). Built only when a
-  run needs it (`ensure_target_image`, from the docker backend's `packages` option, or `kraft
-  images build --target NAME`). Its hash covers the node tag, the sorted packages and
-  docker/target, so an edit of the project rebuilds it too (it is FROM the node image).
-
-Builds by several processes at once are serialised by a lock file in the cache directory. Every
-image carries PROJECT_LABEL and INPUTS_LABEL (its hash); outdated node images and target layers
-are untagged by the build that replaces them (`_prune_old`).
+Details (what each hash covers, the registry fallback, the labels): docs/internals/harness.md#images
 """
 
 from __future__ import annotations

@@ -7,23 +7,12 @@ from a process that has since been replaced (a zombie that was paused, or a regi
 in the network), and accepting it would hand the broker id back to that process.
 
 This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it is
-registered with (the active controller's image, through `registration` of
-`contracts.target.CanReplayRegistration`). The start kills the broker and starts it again (a new
-process: a new, greater incarnation), and waits until that incarnation is registered. The stop then
-sends the OLD incarnation's BrokerRegistration (same id, host and port) to the active controller, as
-the old process would have, and records the controller's answer. An answer `none` with a broker
-epoch is an accepted replay: the broker id's registration went back to an older incarnation, which
-the fencing checker names `incarnation-regressed`.
+registered with (`registration` of `contracts.target.CanReplayRegistration`). The start kills the
+broker and starts it again (a new, greater incarnation), and waits until that incarnation is
+registered. The stop then sends the OLD incarnation's BrokerRegistration to the active controller,
+as the old process would have, and records the controller's answer.
 
-History (docs: the design of issue 17): the start's invoke value is `{"node", "old_incarnation"}`,
-its completion adds `"new_incarnation"` (null when the restarted broker did not register within
-REGISTER_TIMEOUT); the stop's value is `{"node", "answer": {"error": <kio ErrorCode name, or the
-client's wire error>, "broker_epoch": E}}`, with error `not-sent` when there was nothing to replay
-(no registration known, or no new one). The fault is `instant`: the schedule stops it in the turn
-it starts it. `heal` starts every broker that is not running.
-
-The deployment side is `contracts.target.CanDeployBrokers`, a DB that deploys some of its nodes
-as brokers (told before `setup`, like the membership nemesis's spares).
+Details (the history's values, heal, the deployment side): docs/internals/nemesis.md#brokers
 """
 
 from __future__ import annotations

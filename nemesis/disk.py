@@ -6,27 +6,13 @@ before the node first starts, and hands the faults its levers (`contracts.disk.C
 the runner's `harness.disk.Disks`). Everything each start does is in its completion in the
 history, the seeds of its random parts included, so a run can be replayed from it.
 
-- `fsync-stall`: fsync calls on the chosen disks block until the stop (reads go on; a write to a
-  file whose fsync is blocked waits with it, as FUSE holds the file's inode lock meanwhile);
-  targets `one`, `leader`, `minority`, `all`. The stop records how many fsyncs waited. A safety
-  cap (`harness.disk.STALL_CAP`) ends a stall the harness never healed.
-- `power-loss`: SIGKILL of the chosen nodes, then everything their disks had not fsynced is lost,
-  sometimes with a torn prefix of it kept (what a power cut leaves); restart at the stop. Targets
-  `one`, `minority`, `majority`, `all` (a coordinated power failure of the whole cluster). A node
-  fsyncs milliseconds after it writes, so a cut at a random instant rarely finds anything
-  unsynced that mattered; two cuts in three therefore come after a brownout (`brownout`
-  seconds, 0.5-2): the disks of the chosen nodes stop completing fsyncs while the nodes run on,
-  as a failing supply or controller does before the machine dies. A node that acknowledges only
-  what it fsynced loses nothing it acknowledged in a brownout; one that acknowledges first
-  (`unsafe=skip-flush`) does, once a majority's power goes.
-- `corrupt`: the chosen nodes (`one`, `minority`: never a majority, whose loss Raft does not
-  survive) are killed, and on each a file of a kind the target names (the newest log segment, a
-  snapshot, the quorum-state file; of another kind when the node has none of that one) has bits
-  flipped or its end cut off; restart at the stop. A target may refuse to start on a damaged
-  file: that is recorded (`refused`, with the node's words), then the operator's repair puts the
-  damaged bytes back (`repaired`) and the node starts again, so that the run goes on with a
-  whole cluster; one that still refuses stays down (`still_refused`, `Env.broken`). A node must
-  not serve wrong data, and no acknowledged write may be lost.
+The faults: `fsync-stall` (fsyncs on the chosen disks block until the stop), `power-loss` (SIGKILL,
+then what the disks had not fsynced is lost, often after a brownout of fsyncs) and `corrupt` (a
+file of a kind the target names has bits flipped or its end cut off, on never more than a
+minority). A node must not serve wrong data, and no acknowledged write may be lost.
+
+Details (targets of each fault, the brownout, refusals and the operator's repair):
+docs/internals/nemesis.md#disk
 """
 
 from __future__ import annotations

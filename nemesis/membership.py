@@ -3,34 +3,18 @@
 Theory of operation. A target that keeps its voters in the log
 (`contracts.target.CanChangeMembership`) is deployed with spare nodes (the `spares` option)
 beside its initial voters: formatted without voters, they start as observers that fetch from the
-quorum. Each start of this fault asks the quorum who votes and who leads
-(DescribeQuorum), then makes one change, drawn by `plan`:
-
-- `add`: a running node that is not a voter (a spare, or a node removed earlier) becomes one
-  (AddRaftVoter; the leader adds it once it has caught up);
-- `remove`: a voter stops being one (RemoveRaftVoter). Until one removal of a leader has
-  succeeded, every change is the leader's removal when the voters allow one; then the leader is
-  removed one time in three removals: a leader that removes itself must lead on until the change
-  commits, then resign (KAFKA-16530);
-- with an `add`, one time in PAIR_SHARE when a removal is allowed too, a `remove` of another
-  voter sent at the same moment (the completion's `also`): the leader must refuse whichever
-  arrives while the other is uncommitted (REQUEST_TIMED_OUT), one change at a time;
-- `restart`: a node removed earlier is stopped and started again on the same directory, and comes
-  back as an observer (its log holds the set without it).
-
-The voters never fall below a majority of the initial ones (3 of 5), nor grow past every node
-deployed. The start's value says what was chosen (`op`, `node`, its directory, the leader and the
-voters before); its completion adds `result`: `ok`, or Kafka's error name in lower case with dashes
-(`request-timed-out`, `duplicate-voter`, ...), or the client's wire error (`connect-failed`): a
-change whose answer was lost may still commit. A step that finds no leader to describe the quorum
-(a majority killed or cut off), or no change it may make, is recorded as `op` `none` with its
-`reason`, and result `no-leader` or `none`.
+quorum. Each start of this fault asks the quorum who votes and who leads (DescribeQuorum), then
+makes one change, drawn by `plan`: `add` a node that is not a voter, `remove` a voter (the leader
+itself often: KAFKA-16530), sometimes both at once (one must be refused), or `restart` a removed
+node. The voters never fall below a majority of the initial ones, nor grow past every node deployed.
 
 The fault is `instant`: the schedule stops it in the turn it starts it, so that every turn makes
 a change and its window is the change itself. The stop changes nothing back (membership is not
 undone): it records the quorum as it then is, so that the history shows each change's effect.
 `heal` starts every node that is not running, so that the final reads find them all; it does not
 add removed nodes back.
+
+Details (how `plan` draws, what the history records): docs/internals/nemesis.md#membership
 """
 
 from __future__ import annotations

@@ -1,32 +1,15 @@
 """Network partitions: shapes as pure functions, and the fault that applies them.
 
 A shape turns the nodes (and the leader, for `leader`) into a set of one-way cut links
-(src, dst), as `CanPartition.partition` takes them, and a description for the history:
+(src, dst), as `CanPartition.partition` takes them, and a description for the history. The shapes
+are `halves`, `one`, `leader` (the zombie-leader scenario), `majorities-ring` (Jepsen's),
+`bridge`, `follower` (a voter the leader commits, and snapshots, past) and, when the run has
+brokers, `broker` (one broker cut off from every controller). With brokers, the quorum's shapes
+are drawn over the controllers alone; the shapes that need the leader draw a random node when
+none is known.
 
-- `halves`: two random halves, smaller first; every link between them cut both ways.
-- `one`: one random node cut off from all others.
-- `leader`: the leader cut off from the other voters, while the harness's clients still reach it
-  (the zombie-leader scenario: a deposed leader that keeps answering).
-- `majorities-ring`: Jepsen's; nodes on a shuffled ring, each hears only the majority centred on
-  itself, so every node sees a majority and no two see the same one.
-- `bridge`: two halves that cannot talk, and one node in between that talks to both.
-- `follower`: one voter that is not the leader cut off from all others, so that the leader goes on
-  committing (and, KIP-630, snapshotting past it and deleting the log it would fetch) without it;
-  on its return it must catch up, from a snapshot if the leader's log start passed it. The
-  `lagging-follower` nemesis (nemesis/lagging.py) holds this shape long enough for that.
-
-- `broker`: one broker cut off from every controller (both ways), while the harness's clients
-  still reach it (they dial nodes directly, never through a cuttable link, on every backend): it
-  can no longer heartbeat, so the active controller must fence it after the session timeout, and
-  it must stop serving on its own after the broker heartbeat timeout (issue 17). Drawn only when
-  the run has brokers.
-
-With brokers (`brokers` given), every shape but `one` and `broker` is drawn over the controllers
-alone and leaves the brokers' links whole: the quorum's shapes are about the quorum; `one` draws
-from every node, so it may isolate a broker too.
-
-The shapes that need the leader (`leader`, `follower`) draw a random node when none is known, and
-the description says `"leader": null`.
+Details (each shape, what it tests, how brokers and an unknown leader change the draw):
+docs/internals/nemesis.md#partition
 """
 
 from __future__ import annotations

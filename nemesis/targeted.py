@@ -6,45 +6,17 @@ does harm: a stale voter that wins an election, a new leader that answers before
 high watermark, a voter asked twice in one epoch. Each shape here is one such sequence, run whole
 in one turn of the schedule (`instant`: its stop, in the same turn, heals what is left):
 
-- `stale-follower`: a follower C cut off while the leader A commits with the others; then, at
-  once, A killed, C and the other followers killed and restarted, C first (a restarted follower
-  has no recent fetch, so it answers pre-votes at once, and its high watermark starts again from
-  its snapshot; C, up first, campaigns first), and C's links restored. C campaigns with a log that misses committed entries: a voter that
-  grants it without comparing logs (`no-log-check`) makes it leader, and the committed entries are
-  truncated everywhere (lost acknowledged appends). With the comparison a restarted follower B
-  wins, C voting for it. As soon as a vote is persisted (the voter's `quorum-state`), the
-  candidate's requests to that voter are dropped for `hold` seconds: the new leader's
-  BeginQuorumEpoch does not reach it, so it leads, and takes reads, with no follower in contact;
-  the voter's first fetch then confirms them all, and C's fetches come from far behind. A leader
-  that exposes its high watermark before an entry of its own epoch is committed
-  (`early-high-watermark`) answers them with the watermark it restarted with, or C's stale offset:
-  reads that miss acknowledged appends. A correct one waits until its epoch's first entry commits.
-- `vote-crash`: a voter X between two sides is asked for its vote by a candidate of each side in
-  one epoch, and crashes right after granting the second. The leader L is on one side, the other
-  follower Y on the other. X is killed, L and Y are cut apart a second later (Y holds more than X
-  by then); L resigns (no quorum), Y loses its leader, and both campaign. X is restarted: with no
-  recent fetch it grants pre-votes at once (its own campaign fails: both hold more than it). The
-  first to become a candidate (its vote for itself durable in `quorum-state`, its Vote requests
-  not yet sent) is cut from X: it stays a candidate of the new epoch, unanswered, and X votes for
-  the other one. The watch sees the candidacy only after the node's fsync, a few ms before its
-  Vote leaves; where the backend can delay links (the local one), the candidates' bytes to X
-  arrive `late` while they campaign, so that the cut still drops that Vote. As soon as X's
-  `quorum-state` shows that epoch (persisted before its vote leaves; the winner persists its own
-  before it announces itself), no candidate reaches X, so X never learns who won; X is killed and
-  restarted, and so is the unanswered candidate: a restarted candidate asks again in its epoch at
-  once, with no pre-vote. A voter that persisted its vote refuses; one that forgot it
-  (`forget-vote`) grants it: two leaders in one epoch.
+- `stale-follower`: a follower whose log misses committed entries campaigns first after the
+  leader is killed and the followers restarted (a voter that grants it without comparing logs,
+  `no-log-check`, makes it leader); the leader that wins instead is kept out of its voters' reach
+  a while, so that one exposing its high watermark early (`early-high-watermark`) is caught.
+- `vote-crash`: a voter between two sides is asked for its vote by a candidate of each side in
+  one epoch, and crashes right after granting one; one that forgets its vote (`forget-vote`)
+  grants the other too: two leaders in one epoch.
 
-Every random choice (the shape, in a seeded shuffled round, the nodes of each role, how long the
-follower lags) is drawn in `choose` and recorded as the start's value; the start's completion adds
-`steps`, what was done and when (seconds from the start), and what the watches saw. The shapes
-need the leader's name (HasLeader), kill (CanKill), links to cut (CanPartition), and the nodes'
-`quorum-state` files (HasDataDir), read from the harness's host: the local backend (where they
-cannot be read, a shape goes on without its watch, or gives up, and says so). Node ids in those
-files are the nodes' positions (id k is the k-th node), as the reference target numbers them.
-The timings (`Timing`) follow the reference node's defaults; the shapes are built for three
-voters (with more, the stale follower needs more votes than the restarted followers' first ones,
-and each vote-crash side more than one candidate).
+Every random choice is drawn in `choose` and recorded; the shapes watch the nodes' `quorum-state`
+files (local backend) and are built for three voters. Details (each step, the watches, the powers
+needed, the timings): docs/internals/nemesis.md#targeted
 """
 
 from __future__ import annotations

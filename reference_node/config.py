@@ -3,71 +3,17 @@
 The syntax is `reference_node.properties`'s (Java's); this module gives the entries their meaning.
 Every key is checked: an unknown key, or a value that does not parse, raises `ConfigError` naming the
 key and what it accepts, so that a typo never silently falls back to a default. Names and defaults
-follow Kafka's `QuorumConfig` (`controller.quorum.*`) and `KafkaConfig` (`node.id`, `listeners`, ...);
-`unsafe`, `read.mode`, `metrics.port`, `client.voters`, `shutdown.timeout.ms`, `events.dir` (where
-`events.jsonl` goes; `metadata.log.dir` by default: the harness keeps it off the disk its faults
-break) and `controller.quorum.fetch.snapshot.max.bytes` are this project's own. `unsafe` takes the core's
-switch names (`reference_node.raft.config.Unsafe`); `read.mode=leader` is the user-facing name of
-one of them, `stale-leader-reads`, and adds it to `unsafe`.
+follow Kafka's `QuorumConfig` (`controller.quorum.*`), `KafkaConfig` (`node.id`, `listeners`, ...)
+and, for KIP-630 snapshots and retention, `KRaftConfigs`; a few keys are this project's own
+(`unsafe`, `read.mode`, `controller.quorum.routes`, `broker.heartbeat.timeout.ms`, ...).
 
-KIP-630 snapshots take Kafka's `KRaftConfigs` names and defaults:
-`metadata.log.max.record.bytes.between.snapshots` (>= 1, default 20 MiB of applied records),
-`metadata.log.max.snapshot.interval.ms` (>= 0, 0 turns the timer off, default one hour),
-`metadata.max.retention.bytes` (default 100 MiB) and `metadata.max.retention.ms` (default 7 days),
-both -1 for no limit. Kafka has no key for the bytes a follower asks for in one FetchSnapshot
-(`KafkaRaftClient` sends MAX_FETCH_SIZE_BYTES, 8 MiB); `controller.quorum.fetch.snapshot.max.bytes`
-(default 1 MiB, at most 2147483647: the request's MaxBytes is an int32) is ours, so that tests can
-force many chunks. `metadata.log.segment.bytes` (Kafka's name; default 8 MiB here, 1 GiB in
-Kafka; at least 1024) is where a segment rolls: retention deletes whole segments only.
+Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how
+*this* node reaches voter j, `listeners` says where *this* node listens. A static quorum names
+`controller.quorum.voters`, a dynamic one (KIP-853) `controller.quorum.bootstrap.servers`: one of
+the two must be set. `process.roles` makes a node a controller, a broker, or both.
 
-Voters (KIP-853): `controller.quorum.voters` is the static quorum (kraft.version 0: voters never
-change). A dynamic quorum leaves it unset and names `controller.quorum.bootstrap.servers` (a comma
-list of HOST:PORT, `NodeConfig.bootstrap_servers`): the voters then come from the bootstrap
-checkpoint `kraft node format --standalone / --initial-controllers` writes and from the log, and a
-node that knows no leader asks a bootstrap server. One of the two must be set (Kafka's rule);
-`NodeConfig.voters` is empty when the static set is not.
-
-Two addresses exist per voter and must never be confused: `controller.quorum.voters` says how *this*
-node reaches voter j (in the local backend, through a proxy owned by the harness), `listeners` says
-where *this* node listens. `client.voters` (optional) says where clients should reach each voter; it
-is what Metadata advertises as brokers. `controller.quorum.routes` (optional, ID@HOST:PORT, this
-project's own key) says how this node dials a peer whatever endpoint the voter set in the log gives
-it: in the local backend each dialler has a proxy of its own, which one endpoint in the log cannot
-name.
-
-`shutdown.timeout.ms` (default 5000) bounds a graceful stop (SIGTERM): the node keeps running until
-it knows a leader other than itself (a leader resigns, resends EndQuorumEpoch until each voter has
-answered, and votes for its successor) or this long has passed. Kafka has no key for it:
-`KafkaRaftClientDriver` passes 5000 ms to the raft client's `shutdown`. 0 stops at once, the
-EndQuorumEpoch requests sent once at best.
-
-Security, Kafka's way: `listener.security.protocol.map` gives each listener its protocol
-(`PLAINTEXT` or `SSL`; SASL is not supported). Unset, a controller listener is `PLAINTEXT`, as
-Kafka decides for a KRaft controller; set, it must name every listener. An `SSL` listener reads
-Kafka's `ssl.*` keys with PEM stores (`reference_node/wire/tls.py` says which), and the node dials
-its peers with the protocol of the first of `controller.listener.names`, with the same key and
-trust stores, as Kafka's controllers do. The PEM files are read while the configuration is
-checked, so that a missing or unreadable one is a `ConfigError` naming the key and the path.
-
-Roles (`process.roles`): `controller` (a voter or observer of the quorum) or `broker` (an observer
-of the metadata log that registers with the active controller and heartbeats: BrokerRegistration
-and BrokerHeartbeat), or both, Kafka's combined `broker,controller` (a controller that is a broker
-of the same id; while it leads, its broker talks to its own controller inside the core). The
-broker keys and defaults
-are the core's (`RaftConfig`): `broker.session.timeout.ms` (9000; Kafka's name: the controller
-fences a broker that has not heartbeated for this long), `broker.heartbeat.interval.ms` (2000;
-Kafka's), and `broker.heartbeat.timeout.ms` (12000; this project's: a broker that has had no
-heartbeat answered for this long fences itself), which must exceed the session timeout, as the
-proposal requires, so that a broker never serves longer than the controller lets it. The check
-is made on every node, whatever its roles: the three keys are the cluster's settings. A broker
-needs a quorum to follow (`controller.quorum.voters` or `controller.quorum.bootstrap.servers`)
-and, unless it is a controller too, a `node.id` that is no voter's. It keeps the listeners a controller has (the minimal
-choice): `listeners[0]` is where it serves clients, its peers never dial it; unlike a
-controller's, its `listeners` need not name a `controller.listener.names` entry (Kafka's brokers
-must not), which then only gives the protocol it dials the controllers with. What it advertises
-in its registration is `advertised.listeners` (Kafka's key; the first entry), else its
-`client.voters` entry, else `listeners[0]`; that port must not be 0 (a port the OS picks cannot
-be advertised before it is known).
+Every key with its default and rule (snapshots and retention, voters, addresses, graceful shutdown,
+TLS, roles and the broker keys): docs/internals/node.md#config
 """
 
 from __future__ import annotations

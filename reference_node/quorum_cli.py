@@ -9,26 +9,14 @@
 
 Every command must reach the leader: `voter_admin.find_leader` finds it from the bootstrap
 addresses. The output copies Kafka's MetadataQuorumCommand, so that scripts written for the real
-tool read ours: `describe --status` lists the voters and observers with their directory ids and
-the voters' endpoints, `describe --replication` a table with each replica's directory id. The
-cluster id, which DescribeQuorum does not carry, comes from Metadata. `--command-config` reads
-Kafka client properties, as the real tool does; the ones read are `security.protocol` (PLAINTEXT
-or SSL) and the PEM `ssl.*` keys of `reference_node/wire/tls.py` (`CLIENT_KEYS`); any other key is
-refused.
-
-`add-controller` reads the configuration file of the controller to add, as Kafka's tool does: its
-`node.id`, the `directory.id` of the `meta.properties` in its `metadata.log.dir`, and the
-endpoints of its `controller.listener.names` among its `listeners` (a wildcard host becomes
-`localhost`, as Kafka's tool reads a listener without a host). Kafka's tool takes that file as
-`--command-config`; here `--command-config` stays the client's TLS settings, and the controller's
-file is `add-controller --config`. The node must be running (formatted with
-`--no-initial-controllers`, started with `controller.quorum.bootstrap.servers`): the leader adds
-it once it has caught up, within `--timeout`. `remove-controller` names the replica by id and
-directory id (Kafka's Uuid text). Both print Kafka's line when the change has committed.
+tool read ours. `--command-config` reads Kafka client properties, as the real tool does (the TLS
+settings); `add-controller --config` reads the configuration file of the controller to add, which
+must be running, and the leader adds it once it has caught up.
 
 Exit codes: 0 done, 1 the quorum could not be described or refused the change (one line on
 stderr: the leader's error name and message), 64 bad usage (a bad or unreadable command config
-or controller config too).
+or controller config too). Details (the output, the client keys read, what add-controller reads
+and how a controller is removed): docs/internals/node.md#quorum_cli
 """
 
 from __future__ import annotations

@@ -8,21 +8,10 @@ message arrives (`deliver`, by index into `in_flight`), is lost (`drop`) or arri
 (`duplicate`), when time passes (`tick`), and when a node crashes (losing every entry not flushed,
 keeping the quorum state it was told to persist) or restarts (a new core built from the disk).
 
-Like the server's RPC layer, a host hands its core at most one response per request it sent
-(messages travel with a correlation id); a request delivered twice is answered twice, but the
-second answer is dropped on arrival. That bookkeeping is the simulator's own (`sim.rpc.Rpc`). Unlike the simulator there is no event queue, no random
-latency and no fault schedule: the order is the test's (a Hypothesis state machine, or a scenario
-file). Every carried-out `Ready` is handed to `on_ready` so that the test can print or check it,
-and every reply is kept in `replies`.
-
-With `kraft_version=1` the cluster is KIP-853's: every node has a directory id and its disk holds
-the bootstrap checkpoint `kraft node format --initial-controllers` writes (an image at offset 0
-naming the voters, with their directory ids and an endpoint each, at kraft.version 1), and no
-static `controller.quorum.voters`; observers are formatted the same way, so they know the voters
-and can be added (`voter(n)` is the replica an AddRaftVoter names). Every node is given the initial
-voters as `controller.quorum.bootstrap.servers` (pseudo ids -2, -3, ... in voter order, the host
-sends to the voter). `wipe(n)` re-formats a node with a new directory id, as a replaced disk would
-be (with `checkpoint=False`, as `--no-initial-controllers` does: an empty log, no checkpoint).
+A host hands its core at most one response per request it sent, as the server's RPC layer does;
+every carried-out `Ready` goes to `on_ready` and every reply to `replies`. With `kraft_version=1`
+the cluster is KIP-853's (directory ids, the bootstrap checkpoint, `wipe(n)`). Details:
+docs/internals/testkit.md#raft_cluster
 (`testkit/cluster.py` is the other kind of cluster: reference node processes on loopback.)
 """
 

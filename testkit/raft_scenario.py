@@ -6,30 +6,10 @@ the command made happen). `run_scenario(text)` runs every command against an in-
 (testkit/raft_cluster.py) and returns the same file with each expected output replaced by the
 actual one, so a test compares the two, and a rewrite writes the result back for review.
 
-Commands (N is a node id; a link is `SRC->DST`, either side `*` for any node):
-
-| command | does |
-| --- | --- |
-| `cluster voters=1,2,3 [observers=4] [seed=0] [unsafe=a,b] [pre_vote=false] [down=2,3] [kraft=1]` | new cluster; nodes not `down` start with empty disks (`kraft=1`: formatted with the bootstrap checkpoint of KIP-853, directory ids, no static voters) |
-| `disk N [epoch=E] [leader=L] [voted=V] [log=E,E,...]` | set a down node's disk: quorum state, flushed entries of those epochs |
-| `tick N +MS` | the clock moves MS ms on; N gets a Tick |
-| `deliver [LINK]` | the messages in flight now (on that link) arrive, oldest first |
-| `drop [LINK]` | the messages in flight now (on that link) are lost |
-| `append N PAYLOAD...` | a client appends one entry per payload at N |
-| `flush N` | N's pending flush completes |
-| `shutdown N` | graceful shutdown: a leader resigns (EndQuorumEpoch) |
-| `add-voter N V [timeout=MS]` | AddRaftVoter at N: replica V (its id, directory id, endpoint) |
-| `remove-voter N V [dir=other]` | RemoveRaftVoter at N: replica V (`dir=other`: a directory id V does not have) |
-| `crash N` / `restart N` | N loses what it had not flushed / N starts from its disk |
-| `state [N]` | N's (or every node's) state |
-
-Output, in the order a host carries out a `Ready`: `N persist` (the quorum state), `N truncate
-from`, `N write` (log entries), `N flush`, `send SRC->DST Message(...)`, `N reply ...`, then N's
-events (`N state=...` for a state change, `N event TYPE ...` for the others). A delivered message
-is printed as `SRC->DST Type`, with what it caused indented below it. Entries print as
-`offset@epoch=payload`, control records as `offset@epoch=leader-change:payload` (a VotersRecord as
-`offset@epoch=voters:[ids]`); messages print every field but the cluster id, a directory id by its
-first 8 hex digits.
+The commands build a cluster, set a down node's disk, tick, deliver or drop the messages in
+flight, append, flush, shut down, add or remove a voter, crash, restart and print state; the
+output follows the order in which a host carries out a `Ready`. The table of commands and the
+output's format: docs/internals/testkit.md#raft_scenario
 """
 
 from __future__ import annotations

@@ -1,30 +1,19 @@
 """The `docker` backend: each node a container, driven over SSH, with faults made inside it.
 
-A run gets a bridge network of its own and containers n1..nN on it (hostname and DNS alias = the
-node's name, `init=True`, NET_ADMIN but never privileged), from the node image of
-`harness/images.py`, or from a target's layer on it when the spec's `packages` option names the
-Debian packages the target needs (an `image` option or constructor argument overrides both). Each
-container makes its own SSH host key at start; the harness reads it back with `docker exec` and
-pins it, and logs in as root with an ed25519 key made for the run. From
-then on, everything goes over SSH (`harness/backends/ssh.py`), as Jepsen controls its nodes; every command
-is written to run_dir/backend.log.
+Theory of operation. A run gets a bridge network of its own and containers n1..nN on it, from the
+node image of `harness/images.py` (or a target's layer on it). The harness pins each container's
+SSH host key and logs in as root with a key made for the run; from then on, everything goes over
+SSH (`harness/backends/ssh.py`), as Jepsen controls its nodes, and every command is written to
+run_dir/backend.log. The one daemon per node runs under `kraft-supervise` (docker/node), so
+`signal`, `wait_exit` and `is_running` are SSH commands too.
 
-The one daemon per node runs under `kraft-supervise` (docker/node), which records its pid and exit
-status, so `signal`, `wait_exit` and `is_running` are SSH commands too. Signals go to the daemon's
-process group.
+Partitions are iptables rules in a chain of our own (KRAFT-JEPSEN): cutting src->dst drops, on
+dst, every packet from src's address; only node addresses are ever dropped, so the harness always
+reaches every node. Everything made is labelled with the project, the run and its owner, so that
+`setup` and `sweep()` (`kraft clean`) remove what dead harnesses left and leave live runs alone.
 
-Partitions are iptables rules in a chain of our own (KRAFT-JEPSEN, jumped to from INPUT): cutting
-src->dst drops, on dst, every packet from src's address. As in Jepsen, a one-way cut still breaks
-TCP both ways in practice (the replies to dst's SYNs never come back), but datagrams and the SYNs
-of dst->src connections do pass. So one address per node serves every peer, and
-`shared_peer_address` is `peer_address`. Only node addresses are ever dropped, so the harness
-(the host, the network's gateway) always reaches every node. The chain is replaced atomically
-with iptables-restore, and iptables-legacy is used where the nf_tables one does not work.
-
-Everything made is labelled `kraft-jepsen=1` plus the run id and an owner (host, pid, start time
-of the harness process). `setup` and `sweep()` (for `kraft clean`) remove what dead harnesses left
-on this host, and leave live runs alone; `sweep(everything=True)` (`kraft clean --all`) removes
-everything labelled. Containers not labelled by the project are never touched.
+Details (container settings, SSH keys, the iptables chain, labels and sweeping):
+docs/internals/harness.md#docker
 """
 
 from __future__ import annotations

@@ -3,31 +3,18 @@
 Theory of operation: the local backend gives every ordered pair of nodes (src, dst) and every
 logical port its own listening socket here; node src is configured to reach dst's port through
 it. One asyncio loop in a daemon thread serves every link. A cut is one-way and models an
-iptables DROP of packets from src to dst: on connections src opened to dst, bytes src sends are
-read and thrown away; on connections dst opened to src, the replies src sends are thrown away.
-Nothing is refused or reset, so the peer sees a stall and its own timeouts, as on a real network.
-A connection that lost bytes is tainted: it is closed when the cut heals, and closed instead of
-resuming if it ever has bytes to pass again, so no half-dropped stream carries on. A delayed link
-(`set_delayed`) holds each read for its delay before it passes; the cut is looked at when the
-bytes are due, so a cut made meanwhile drops bytes that were already sent. Once a direction of a
-connection has held bytes, all its later bytes queue behind them, so that nothing overtakes.
+iptables DROP of packets from src to dst: the bytes src sends to dst are read and thrown away,
+never refused or reset, so the peer sees a stall and its own timeouts, as on a real network. A
+connection that lost bytes is tainted and closed rather than resumed; a delayed link
+(`set_delayed`) holds each read for its delay, and nothing overtakes what is held.
 
-Shared listeners (`add_shared`) serve programs that give every member one URL per peer, so
-that src cannot be told by the port it dials (etcd, NATS routes). There one listener per (dst,
-port) takes everyone's connections, which start unnamed: dst is dialed at once and its bytes pass
-to the dialer (some servers speak first), while the dialer's bytes are held back and handed, all
-of them so far, to the target's `identify` after each read. Once it names a node src, the
-connection is the link src->dst under the rules above, the held bytes first (passed, or dropped
-and the connection tainted, as any later bytes would be). A connection still unnamed after
-IDENTIFY_LIMIT bytes or IDENTIFY_SECONDS, or named "" (identify's way to say, without the
-wait, that its first request is no node's), passes; it is not cut, but it is still watched: an
-HTTP client reuses an idle connection a probe opened (etcd's /raft/probing, /version) for its next
-request, which may name its sender, and from then on it is that link (`_watch`: identify sees
-each later read with the tail of the one before). One named after something that is not another
-node of the run (dst itself, a stranger), or whose identify fails, is never cut. Two differences
-from per-link proxies follow: dst hears of a connection from a cut src (its SYN is not dropped,
-since src is not known yet), and bytes dst sends before the dialer is named pass even when
-dst->src is cut; in both cases the dialer's first bytes, once named, are dropped as they should.
+Shared listeners (`add_shared`) serve programs that give every member one URL per peer (etcd, NATS
+routes), where src cannot be told by the port it dials: one listener per (dst, port) holds the
+dialer's bytes back until the target's `identify` names the dialer, and from then on the
+connection is the link src->dst.
+
+Details (taint, delays, unnamed and watched connections, how shared listeners differ from
+per-link ones): docs/internals/harness.md#proxy
 """
 
 from __future__ import annotations

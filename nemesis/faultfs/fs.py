@@ -1,35 +1,18 @@
 """The filesystem: a passthrough of a backing directory whose file data is durable only once
 fsynced, served over libfuse3 through mfusepy. Imports mfusepy (and so loads libfuse3).
 
-Theory of operation. Every metadata operation (create, mkdir, rename, unlink, rmdir, link,
-symlink, chmod, chown, utimens) goes straight to the backing directory and is durable at once,
-as if the journal of an ext4 had committed it. File data is not: a write lands in a `FileState`
-(`nemesis.faultfs.state`) held in this process, and reaches the backing file only when the file
-is fsynced or fdatasynced (through any of its descriptors), never on close. A truncate is data
-too (the logical size). Reads and getattr show the unsynced state merged over the backing file,
-so a process that crashes and reopens its files finds everything it wrote, as the kernel's page
-cache would keep it; `lose_unsynced` is the power cut that takes what was not fsynced away,
-`corrupt` damages what the disk stores.
+Theory of operation. Every metadata operation goes straight to the backing directory and is
+durable at once, as if the journal of an ext4 had committed it. File data is not: a write lands in
+a `FileState` (`nemesis.faultfs.state`) held in this process, and reaches the backing file only
+when the file is fsynced or fdatasynced, never on close. Reads and getattr show the unsynced state
+merged over the backing file, so a process that crashes and reopens its files finds everything it
+wrote, as the kernel's page cache would keep it; `lose_unsynced` is the power cut that takes what
+was not fsynced away, `corrupt` damages what the disk stores.
 
-States are keyed by the backing file's inode (device, inode number), not by its path: a rename
-moves nothing, hard links share their state, and a file unlinked while open keeps its state for
-its descriptors (mounted with hard_remove, so no `.fuse_hidden` file blocks an rmdir) until the
-last is closed. Each state holds a descriptor of its own on the backing file (it outlives the
-descriptors that wrote it), which also keeps the inode, and so the key, from being reused.
-
-Consequences worth knowing, all as ext4 with `noauto_da_alloc`, a kernel that orders nothing
-between data and metadata: a file written and renamed without fsync is, after a power cut,
-there under its new name but empty (or with its old, synced size); a file created is there
-after a power cut even if its directory was never fsynced (fsyncdir still goes through the
-stall and slow faults, and fsyncs the backing directory). An unmount is a clean shutdown: what
-is unsynced is written to the backing files then (not fsynced).
-
-Kernel caching: attr_timeout and entry_timeout are 0 (a power cut changes sizes under the
-kernel), no kernel_cache (every open drops the file's cached pages), and after a power cut or a
-corruption the files hit are invalidated in the kernel (fuse_invalidate_path), so that even a
-descriptor kept open reads what the disk now holds. libfuse runs multithreaded (it starts a
-thread per request waiting, so that stalled fsyncs block no one else); one lock serializes the
-state (the GIL would anyway), and no fsync of a backing file happens under it.
+States are keyed by the backing file's inode, not by its path, so a rename moves nothing. The
+result behaves as ext4 with `noauto_da_alloc`: a file written and renamed without fsync is empty
+after a power cut. Kernel caching is off, and libfuse runs multithreaded so that stalled fsyncs
+block no one else. Details: docs/internals/faultfs.md#fs
 """
 
 from __future__ import annotations

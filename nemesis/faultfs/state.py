@@ -2,23 +2,15 @@
 
 Theory of operation. A `FileState` stands over the bytes of one backing file as they were at
 the last fsync (the *backing*, read through a `pread(length, offset)` callable so that this
-module touches no file itself). It keeps two views of the same unsynced operations:
+module touches no file itself). It keeps two views of the same unsynced operations: the *merged
+view*, for reads (the 4 KiB pages unsynced writes touched, the logical `size`, and `floor`, the
+lowest size since the last sync), and the *log*, for a power cut (the ordered writes and truncates
+since the last sync, of which a torn power cut keeps a prefix, `torn_plan`).
 
-- the *merged view*, for reads: a map of 4 KiB pages (page number -> bytearray of PAGE bytes)
-  holding every page an unsynced write touched, the logical `size`, and `floor`, the lowest size
-  the file had since the last sync. A byte at `position < size` reads from its page when the
-  page is mapped, else from the backing when `position < floor`, else as zero (a truncate cut
-  it, or the file grew over a hole). Invariant: in a mapped page, the bytes at or beyond `size`
-  are zero, so that growing the file shows zeros without touching anything;
-- the *log*, for a power cut: the ordered `Write(offset, data)` and `Truncate(size)` operations
-  since the last sync. A torn power cut keeps a prefix of it (`torn_plan`), its last write cut
-  at a random byte, because a disk writes back in no promised order but the cache here is one
-  file's, filled in order.
-
-`sync_plan` is what an fsync must do to the backing to make it equal the merged view; it is
-either the log replayed (when the log is smaller: an append of 100 bytes stays 100 bytes) or
-the pages written out after the truncates. Either way the result is the same bytes; the caller
-applies the plan (`apply_plan`, or its own system calls) and calls `synced()`.
+`sync_plan` is what an fsync must do to the backing to make it equal the merged view (the log
+replayed, or the pages written out, whichever is smaller); the caller applies it and calls
+`synced()`. Details (how a byte is read, the page invariant, why a torn cut keeps a prefix):
+docs/internals/faultfs.md#state
 
 Nothing here knows about FUSE, paths or locks: `nemesis.faultfs.fs` serializes the calls.
 """

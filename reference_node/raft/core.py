@@ -13,15 +13,8 @@ order (cluster id, its own header, a stale epoch, a voter-only request's voter s
 handler sees it, and a response that names a newer epoch or a leader we did not know moves the core
 there before its handler runs. `election` holds Vote / BeginQuorumEpoch / EndQuorumEpoch handling
 and `replication` Fetch, the high watermark and client requests; both see the core only as the
-`CoreOps` Protocol (ops.py).
-
-Brokers: BrokerRegistration and BrokerHeartbeat carry no epoch and no leader, so `on_message`
-routes them before the shared rules: requests to the controller handlers (controller.py, answered
-by the active controller, NOT_CONTROLLER elsewhere), responses to this node's `BrokerLifecycle`
-(lifecycle.py) when it is a broker (`broker=`). The lifecycle is polled after every input; the
-leader's tick expires broker sessions. A broker is usually an observer; a voter may be one too
-(Kafka's combined roles): while it leads, its broker's requests and its controller's answers never
-leave the core (`_loopback`, delivered at the end of the step that made them).
+`CoreOps` Protocol (ops.py). The broker messages are routed before the shared rules (how, and
+the combined roles: docs/internals/raft.md#core).
 """
 
 from __future__ import annotations

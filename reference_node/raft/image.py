@@ -3,30 +3,16 @@ to its log (KIP-630: "an in-memory representation of the replicated log up to at
 high-watermark").
 
 Every node applies the committed entries in offset order, so every node holds the same image at
-the same offset. What it keeps:
-
-- `kv`: a key/value map written by kv commands (the `kv` workload): `write` sets a key, `cas`
-  sets it only if it holds the expected value. The outcome of a cas is decided here, when the
-  record is applied: identically on every node, whoever appended it.
-- `records` and `digest`: how many data records were applied, and a running digest of each one's
-  offset and value. They keep the `append` workload checkable after the log prefix is deleted: a
-  snapshot proves which prefix it holds (checkers recompute the digest from the values the
-  history observed, `fold_digest`).
-
-Control records (LeaderChange, ...) move `end_offset` and `epoch` but change nothing else: they
-are the quorum's bookkeeping, not the state's, and readers never see their values. Two are kept,
-as a KRaft snapshot keeps them (KIP-853): the voter set of the latest VotersRecord applied
-(`voters`, None while there was none: the static `controller.quorum.voters`) and the
-`kraft.version` of the latest KRaftVersionRecord (`kraft_version`).
-
-- `brokers`: the registered brokers (records.py's `BrokerInfo`), from the broker records the
-  active controller writes (register-broker, fence-broker, unfence-broker, shutdown-broker): the
-  metadata image a broker node serves from. Broker records are data records like any other
-  (counted and digested), never kv commands.
+the same offset. What it keeps: `kv`, the map the kv commands write (a cas's outcome is decided
+here, when the record is applied: identically on every node); `records` and `digest`, which keep
+the `append` workload checkable after the log prefix is deleted; `brokers`, the registered brokers
+from the active controller's broker records; and, of the control records, which otherwise change
+nothing but `end_offset` and `epoch`, the latest voter set (`voters`) and `kraft_version`.
 
 A kv command is a data record whose value is a JSON object (`encode_write`, `encode_cas`); a
 broker record is one too (`records.decode_broker_record`); any other value (the `append`
-workload's decimals) is opaque data, counted and digested only.
+workload's decimals) is opaque data, counted and digested only. Details of each field:
+docs/internals/raft.md#image
 """
 
 from __future__ import annotations

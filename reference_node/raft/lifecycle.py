@@ -9,19 +9,10 @@ serving) when no request has been answered NONE for `broker_heartbeat_timeout_ms
 sent; that timeout is longer than the controller's session timeout, so the controller has already
 fenced a cut-off broker when it stops serving.
 
-The proposal's broker states, mapped to ours (`BrokerLifecycle.state`, `BrokerInfo.state`):
-
-| proposal | ours | meaning here |
-| --- | --- | --- |
-| 0 Initial | `initial` | no registration answered yet (or the controller forgot the one we had) |
-| 1 Inactive | `inactive` | registered, fenced: not in metadata, not serving |
-| 2 Active | `active` | unfenced: serving |
-| 3 Stopping | `stopping` | unfenced, in controlled shutdown: still serving |
-| (none) | `stopped` | the controller answered should_shut_down: the process may exit |
-
-The proposal's "target state" of a heartbeat is Kafka's want_fence / want_shutdown flags; its
-INVALID_INCARNATION_ID is Kafka's DUPLICATE_BROKER_REGISTRATION; its 64-bit incarnation from
-ZooKeeper's czxid is a time-ordered UUID (`new_incarnation`, UUIDv7) made at process start.
+Its states are `initial`, `inactive` (registered, fenced), `active` (serving), `stopping`
+(controlled shutdown) and `stopped`; the incarnation is a time-ordered UUID (`new_incarnation`,
+UUIDv7) made at process start. The proposal's states and words mapped to ours and Kafka's:
+docs/internals/raft.md#lifecycle
 """
 
 from __future__ import annotations

@@ -5,29 +5,10 @@ Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch (KIP-595, KIP-996 for PreVote, 
 VoterId). The server host maps them to and from kio's wire types; the simulator passes them as they
 are. Topic name and partition index are left out: there is one partition, `__cluster_metadata-0`.
 
-Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `ErrorCode`):
-
-| code | value | when |
-| --- | --- | --- |
-| NONE | 0 | success |
-| INCONSISTENT_CLUSTER_ID | 104 | the request's cluster id is not ours |
-| FENCED_LEADER_EPOCH | 74 | the request's epoch is older than ours |
-| UNKNOWN_LEADER_EPOCH | 75 | a Fetch names an epoch newer than ours |
-| NOT_LEADER_OR_FOLLOWER | 6 | a Fetch (or client request) reached a node that is not the leader |
-| INCONSISTENT_VOTER_SET | 94 | a voter-only request from or to a non-voter |
-| INVALID_VOTER_KEY | 125 | the request's VoterId is not this node |
-| INVALID_REQUEST | 42 | malformed (negative offsets, a LastFetchedEpoch above the epoch, ...) |
-| SNAPSHOT_NOT_FOUND | 98 | a FetchSnapshot names a snapshot the leader does not have (any more) |
-| POSITION_OUT_OF_RANGE | 99 | a FetchSnapshot's position is past the snapshot's size |
-| UNSUPPORTED_VERSION | 35 | a voter change while `kraft.version` is 0 (static voters) |
-| REQUEST_TIMED_OUT | 7 | a voter change while another is uncommitted, or a new voter not caught up in time |
-| DUPLICATE_VOTER | 126 | AddRaftVoter of a replica id that already votes |
-| VOTER_NOT_FOUND | 127 | Remove/UpdateRaftVoter of a replica that does not vote, or removing the last voter |
-
-The broker messages (BrokerRegistration, api 62, and BrokerHeartbeat, api 63) are the controller's,
-not Raft's: they carry no epoch and no leader, so the core routes them to raft/controller.py (the
-requests) and raft/lifecycle.py (the answers) before the rules above (see controller.py for their
-error codes).
+Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `ErrorCode`); the
+table of which code answers what: docs/internals/raft.md#messages. The broker messages
+(BrokerRegistration, BrokerHeartbeat) are the controller's, not Raft's: the core routes them to
+raft/controller.py and raft/lifecycle.py before the rules of that table.
 
 Every response carries `leader_id` / `leader_epoch`: the responder's current knowledge, so that a
 stale node learns of the new epoch from any answer (`leader_id` is -1 when no leader is known).

@@ -14,11 +14,8 @@ start, or the logs diverge at or below it) is answered with the latest snapshot'
 it with FetchSnapshot, one chunk in flight (the fetch slot of `Follower`), hands the bytes to the
 host (`Ready.snapshot_received`), and on `SnapshotLoaded` installs it: its log restarts empty at
 the snapshot (`Ready.log_reset`), the image is the snapshot's, the high watermark at least its end.
-
-Three unsafe switches reproduce real defects here: `snapshot-off-by-one` (the written image claims
-one offset more than was applied, KAFKA-14618), `snapshot-uncommitted` (the image applies, and
-snapshots, up to the log end), `delete-before-snapshot` (the log start moves with the write, before
-the snapshot is durable).
+Three unsafe switches reproduce real defects here (`snapshot-off-by-one`, `snapshot-uncommitted`,
+`delete-before-snapshot`), each described in docs/internals/raft.md#snapshots
 """
 
 from __future__ import annotations

@@ -7,29 +7,11 @@ Every start of a broker is a new process, so a new incarnation, made by `new_inc
 simulated clock (on a fixed Unix base, `SIM_UNIX_MS`) and the seed's broker stream: time-ordered,
 so that a restart compares greater than the process it replaces.
 
-`BrokerWatch` holds the broker invariants that need more than the committed log (invariants.py
-holds those that do not: a broker's incarnation never goes back, an unfence record names a
-caught-up offset, every image holds the same brokers at the same offset):
-
-- BrokerSelfFence: a broker that says it is serving has had a request answered within
-  broker.heartbeat.timeout.ms of the simulated clock (+ `TICK_SLACK_MS`). The watch keeps its own
-  account of contact, from what the network carried: the send time of the latest request of the
-  running incarnation that a NONE answer reached (not the broker's own bookkeeping). After each
-  step of a broker its deadline is computed again; every event compares the clock with the
-  earliest one.
-- SessionExpiry: a leader's view (its committed image and the broker records above it in its log,
-  committed or not) keeps no broker unfenced longer than broker.session.timeout.ms
-  (+ `TICK_SLACK_MS`) after the later of the leader's election and the last heartbeat of that
-  broker delivered to it. A view found fenced stays so until the next heartbeat (only a
-  heartbeat unfences), so each (leader, broker) is looked at once per deadline.
-- UnfenceAfterCaughtUp, its half in events: an unfence the leader appends names a caught-up offset
-  at least the registration's epoch; a broker that turns `active` has applied its own registration.
-- BrokersLive: when a run ends (fault-free, or healed), every broker is active and serving, and the
-  leader's committed image lists it unfenced with its current incarnation.
-
-`BrokerStats` counts the changes of the brokers' states (`TRANSITIONS`, the proposal's table), the
-controller's records (by fence reason) and refusals (by error), and the stale replays delivered,
-so that a report shows what the seeds exercised.
+`BrokerWatch` holds the broker invariants that need more than the committed log (BrokerSelfFence,
+SessionExpiry, the event half of UnfenceAfterCaughtUp, BrokersLive; invariants.py holds the rest),
+keeping its own account of contact from what the network carried, not the broker's bookkeeping.
+`BrokerStats` counts state changes, the controller's records and refusals, and stale replays, so
+that a report shows what the seeds exercised. Details: docs/internals/simulator.md#brokers
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 """What the active fault does to the hosts, beside the links (network.py): stalled disks, paused
 processes, and the crashers that kill a node at one precise point of its work.
 
-Under `fsync-stall` a node's disk completes nothing until the fault stops: a log flush or a
-snapshot write (its own or a downloaded one) that comes due is held back, so the core hears neither
-`LogFlushed` nor `SnapshotWritten`/`SnapshotLoaded` and a crash keeps only what was durable before;
-the stop completes what is held after the disk's normal latency. Messages, reads and ticks go on.
-The quorum-state file is not stalled: `Ready` asks for it to be durable before the step's messages
-leave, and the host writes it at once, so holding it back would freeze the whole node (a pause,
-not a slow disk).
-
-Under `pause` and `leader-stall` a node's process is stopped as by SIGSTOP: it keeps its memory
-and its disk, but handles nothing. What reaches it meanwhile (messages, whose links are checked as
-they arrive and again when handled, though a process fault cuts none; client and voter-change
-requests; disk completions) waits in arrival order (`SimNode.held`), as in its socket buffers; a
-timer that comes due waits too. When it resumes (`resume`), its clock has jumped: the timer fires
-first, then what waited, in order, before anything else of that millisecond (Kafka's poll loop
-checks its timers before it reads the next message). A crash of a paused node loses what waited
-with it; a graceful shutdown resumes it first (the stop signal wakes it).
-
-Under `crash-after-persist` the victims crash between persisting a Ready and sending its messages:
-the quorum-state file is written (a vote granted, an epoch begun) or the step handled a completed
-flush (a follower's next Fetch, a leader's answers to parked fetches and clients), the rest of the
-Ready up to the messages is carried out, and then the process dies (`PersistCrasher`): the
-messages and the replies never leave. The nemesis restarts it a few ms to 1 s later. Under
-`crash-after-vote` the bridge node crashes right after each vote it grants (`VoteCrasher`).
+Under `fsync-stall` a node's disk completes nothing until the fault stops (the quorum-state file
+excepted: holding it back would freeze the whole node); messages, reads and ticks go on. Under
+`pause` and `leader-stall` a node's process is stopped as by SIGSTOP: what reaches it meanwhile
+waits in arrival order (`SimNode.held`), and on resume its timer fires first. Under
+`crash-after-persist` the victims crash between persisting a Ready and sending its messages
+(`PersistCrasher`); under `crash-after-vote` the bridge node crashes right after each vote it
+grants (`VoteCrasher`). Details: docs/internals/simulator.md#fault_state
 
 The nemesis sets this state as faults start and stop; the host (host.py) asks it at each point a
 fault can change what happens, and carries out the crash it calls for.

@@ -4,41 +4,17 @@ Theory of operation: a host is as thin as the server, and keeps only what a disk
 quorum state the core last asked to persist, the log from its start offset and how much of it is
 flushed (`durable`), and the durable snapshots (the bytes of Kafka's `.checkpoint` files). A crash
 rebuilds the core from exactly that (disk.py: the latest valid snapshot, KIP-630's start
-validation); a snapshot whose write had not finished is lost with it. A graceful shutdown steps
-`Shutdown` and keeps the process running (messages, ticks and flushes still reach it) until the
-core's shutdown completes or `SHUTDOWN_TIMEOUT_MS` passes, then flushes and exits; while it stops,
-the node counts as down for the clients and the nemesis, and starting it again ends the stop first.
-After every input the host carries out the core's `Ready` in the order `Ready` documents: persist
-the quorum state, reset the log at an installed snapshot, truncate, start a flush (it completes
-later, as a `Flushed` event, after the node's disk latency), start a snapshot write (durable later:
-`SnapshotDurable`, then the core hears `SnapshotWritten`), check a downloaded snapshot
-(`SnapshotLoaded` once it is durable, or `SnapshotRefused`), move the log start up to a snapshot
-(deleting the log below it and older snapshots), send the messages (through the node's RPC layer and
-the network), pass the replies to the clients and watch the events. Then it has the invariants the
-step may have broken checked (`Evidence.after_ready`: the high watermark's, then the new snapshot's
-against the committed log) and queues the tick the core asked for. Every start is a new incarnation
-(`inc`): events queued for an older one are stale and dropped.
+validation); a snapshot whose write had not finished is lost with it. After every input the host
+carries out the core's `Ready` in the order `Ready` documents (a flush or a snapshot write
+completes later, as an event, after the node's disk latency), has the invariants the step may have
+broken checked (`Evidence.after_ready`) and queues the tick the core asked for. Every start is a
+new incarnation (`inc`): events queued for an older one are stale and dropped.
 
-The faults that act on the hosts rather than on the links (fsync-stall's stalled disks, pause and
-leader-stall's stopped processes, crash-after-persist's and crash-after-vote's crash points) are
-the fault state's (fault_state.py: `HostFaults`): the host asks it wherever they change what
-happens. What the invariants read off each carried-out step is the evidence's (evidence.py).
-
-With KIP-853 on (the `membership` fault), the voters live in the log: every node has a directory id
-(from the seed), and its disk starts as `kraft node format --initial-controllers` leaves it, with
-the bootstrap checkpoint (snapshot 0-0: the initial voters with their directory ids and an endpoint,
-kraft.version 1) and no static voter set; every node's `controller.quorum.bootstrap.servers` name
-all the nodes (pseudo ids -2, -3, ... that the host sends on to them: an observer finds the leader
-whichever nodes vote by then). A wiped node starts again on an empty disk with a new directory id
-(`--no-initial-controllers`); the evidence keeps what its old disk held.
-
-With brokers (`kraft simulate --brokers N`), N more nodes are brokers: observers of the metadata
-log that register with the leader and heartbeat it (raft/lifecycle.py). Every start of a broker is a
-new process, so the host gives its core a new incarnation (sim/brokers.py: time-ordered, from the
-simulated clock and the seed's broker stream). The broker messages travel like the others, paired
-by the RPC layer; the broker watch (sim/brokers.py) hears of every heartbeat delivered, every event
-and every step of a broker, for the broker invariants. Brokers are never voters, never bootstrap
-servers, and the membership nemesis leaves them alone (`controller_ids`).
+The faults that act on the hosts rather than on the links are the fault state's (fault_state.py:
+`HostFaults`); what the invariants read off each carried-out step is the evidence's (evidence.py).
+With KIP-853 on, the voters live in the log and every node has a directory id; with brokers, more
+nodes are brokers (raft/lifecycle.py). Details (graceful shutdown, each step of a Ready, the
+KIP-853 disk, brokers): docs/internals/simulator.md#host
 """
 
 from __future__ import annotations

@@ -1,63 +1,19 @@
 """Raft's invariants, and KIP-630's for snapshots, checked by the simulator after every event.
 
 Each check is incremental (it looks only at what the last event changed), so that checking after
-every event stays cheap. A broken invariant raises `Violation` naming it.
-
-| invariant | holds when |
-| --- | --- |
-| SingleLeader | at most one leader per epoch, ever (whatever the voter sets: KIP-853 changes them) |
-| MonotonicEpoch | a node's epoch never decreases, across restarts too |
-| MonotonicHighWatermark | a node's high watermark never decreases while it runs |
-| MajorityReachedHighWatermark | when a leader's HW reaches H, a majority of voters has flushed entry H-1 as the leader has it; with KIP-853, of the voter set in effect at the leader when its HW moved, each voter counted only as the replica (directory id) the set names, the leader's own log only if it is in the set |
-| ConsistentCommittedData | every offset below any node's HW holds the same entry on every node, ever; no node truncates below its HW; a node whose HW passes entries it never held (below its log start: a snapshot holds them) has a state machine image equal to the committed log's fold |
-| NoAckedAppendLost | an acknowledged append stays committed at its offset |
-| ConsistentOutcomes | what a client is told (a kv command's outcome: ok, swapped, not-swapped; an image read's kv map at the HW it names) is what applying the committed log gives |
-| ReadsLinearizable | a read's HW covers every append acknowledged before the read began |
-| SnapshotsAgree | snapshots with the same id have the same content, on every node, ever |
-| SnapshotMatchesLog | a snapshot's content (end offset, epoch, records, digest, kv) is the fold of the committed log prefix its id claims |
-| SnapshotWithinHighWatermark | no snapshot holds entries above the HW of the node that took it, when it took it |
-| LogStartAtSnapshot | a node's log start offset is 0 or the end offset of one of its durable snapshots (checked as it moves: on install, on deletion below a snapshot) |
-| ObserversFollow | no observer ends the run stranded: in an epoch above every voter's and behind what was committed when faults healed (an observer that campaigns, `observer-campaign`, strands itself in an epoch no leader has and stops replicating: KAFKA-17067's harm, brokers stuck on stale metadata) |
-| ZombieStepDown | a leader cut off from a majority (of the voter set it holds) is no longer leader once twice the leader progress timeout (plus delivery slack) has passed: Kafka's check-quorum counts fetches from before the cut toward the majority that restarts its timer (sim/zombies.py) |
-| SingleVoterChange | (KIP-853) a leader's log holds at most one uncommitted voter change: at most one VotersRecord at or above the committed end (checked when a leader is elected and when it appends a change) |
-| VoterSetsOverlap | (KIP-853) a leader's committed voter set and its latest one overlap: every majority of one meets every majority of the other |
-| VoterSetAtLogEnd | (KIP-853) every replica's voter set is the one its log ends with: its last VotersRecord, else its snapshot's (checked whenever its voter entries may have changed: appended, truncated, installed) |
-| Liveness | once faults heal, an append commits within the remaining simulated time |
-| BrokerSelfFence | (brokers) a broker that says it is serving had a request answered within broker.heartbeat.timeout.ms (the `no-self-fence` switch breaks it; sim/brokers.py) |
-| IncarnationMonotonic | (brokers) per broker id, the incarnation registered in the committed log never goes back to an older one (`accept-old-incarnation`) |
-| UnfenceAfterCaughtUp | (brokers) every unfence record (appended, and committed) names a caught-up offset at least its registration's epoch, and no broker turns active before its metadata offset reaches its broker epoch (`unfence-before-caught-up`) |
-| SessionExpiry | (brokers) a leader's view (its log, committed or not) keeps no broker unfenced longer than broker.session.timeout.ms (+ 1 ms) after its last heartbeat to that leader, or the leader's election (sim/brokers.py) |
-| BrokersAgree | (brokers) a node's image at offset k holds the brokers the committed log's first k entries register (they are part of the image; snapshots compare them too, SnapshotMatchesLog) |
-| BrokersLive | (brokers) when a fault-free or healed run ends, every broker is active, serving, and listed unfenced with its current incarnation by the leader |
-| StepDownOnHigherEpoch | (behaviour) a node that handled a message naming a higher epoch than its own is in that epoch after the step: a leader no longer leads, a candidate or prospective no longer runs in its old epoch. The messages that carry that authority: every response it acts on (not an answer to a fetch no longer in flight, which it ignores), a Vote (not a pre-vote: KIP-996), BeginQuorumEpoch and EndQuorumEpoch requests it did not refuse. (A Fetch naming a newer epoch is refused, not followed: KIP-595's Fetch handling, step 2.) |
-| GrantsOfOwnEpoch | (behaviour) a candidate's tally holds only grants of its own epoch (a granted Vote answering its Vote for that epoch), a prospective's only pre-vote grants answering its pre-vote for the epoch it asks for; a candidate that wins has a majority of such grants (its LeaderChange record names no one else), and so has a prospective that becomes candidate |
-| VoteOncePerEpoch | (behaviour) a replica (node id and directory id: a wiped disk is another) votes for at most one candidate per epoch, itself included, across restarts (KIP-595 Vote handling, step 3; the quorum-state file holds the vote) |
-| VoteForUpToDateLog | (behaviour) a vote or pre-vote is granted only to a candidate whose log (last epoch, end offset) is at least as up to date as the voter's when the request arrived (KIP-595 Vote handling, step 4.2; Raft 5.4.1); a vote granted again to the candidate it already voted for in that epoch is step 3's, and exempt |
-| RecordsFromLeader | (behaviour) a follower appends or truncates on a Fetch answer only when it comes from the leader it follows, in its epoch (KIP-595 Fetch response handling) |
-| FetchInOwnEpoch | (behaviour) a fetch names the epoch of the node that sends it (CurrentLeaderEpoch), and goes to the leader it follows when it knows one (checked on the fetches sent while handling a Fetch answer or a BeginQuorumEpoch/EndQuorumEpoch: most of them) |
-| StaleEpochRefused | (behaviour) a request naming an epoch below the receiver's is refused, and leaves its epoch, leader and vote as they were (KIP-595: FENCED_LEADER_EPOCH) |
-
-The invariants of behaviour (`Behaviour`) judge what handling one delivered message did to the node
-that handled it, from what its host sees: the message (and the request a response answers), the
-core's public state before and after the step (epoch, leader, vote, role, log end, a round's
-tally), and the step's Ready (the answer, the state events, the LeaderChange record). They never
-call the core's own decision code; the host steps every delivered message through
-`Behaviour.receive`.
-
-The broker checks are on only with brokers (`Invariants(brokers=True)`): a run without brokers pays
-nothing for them.
+every event stays cheap. A broken invariant raises `Violation` naming it. They speak of the log and
+its snapshots (SingleLeader, ConsistentCommittedData, SnapshotMatchesLog, ...), of voter changes
+(KIP-853), of brokers (on only with `Invariants(brokers=True)`), of liveness, and of behaviour
+(`Behaviour`: what handling one delivered message did to the node that handled it, judged from
+what its host sees, never by calling the core's own decision code). The table of every invariant
+and when it holds: docs/internals/simulator.md#invariants
 
 What the checks expect comes from their own models (oracle.py), never from the code they judge:
 the committed log's fold is the oracle's `StateModel`, not `Image.apply`; a majority is the
 oracle's count, not `VoterSet.majority`; broker records are read by the oracle, not by the node's
 decoder. A bug planted in the implementation then shows as a disagreement, not as a changed
-expectation (tests/raft/test_sim_oracle.py plants some).
-
-The committed log is kept whole (`committed`), with its fold: the running model, the outcome of
-every offset, (records, digest) after every prefix, and a copy of the model every
-`CHECKPOINT_EVERY` offsets, so that the state at any offset costs at most that many applies. A
-snapshot's content is compared with the committed fold once per snapshot id (later copies of the
-same id only have to equal the first: SnapshotsAgree).
+expectation (tests/raft/test_sim_oracle.py plants some). The committed log is kept whole, with its
+fold and checkpoints of it (same page).
 """
 
 from __future__ import annotations

@@ -3,31 +3,14 @@
 Theory of operation: with the `membership` fault on, the cluster is formatted with its voters in
 the log (host.py) and this nemesis acts every 0.3-2.5 s until the heal (`MembershipAct`), beside
 whichever one-at-a-time fault is on. Each act reads the voter set the current leader holds and
-does one of:
+does one thing: add a voter, remove one (the leader itself too), ask for two changes at once,
+restart a node that is not a voter, wipe a node's disk, or ask a node that is not the leader.
 
-- ask the leader to add a node that is not a voter (a spare, a removed voter, a wiped disk): it
-  may be caught up or not (down, cut off, behind), and the request's timeout is short or long;
-- ask it to remove a voter: another, or itself (KAFKA-16530's case); now and then naming a wrong
-  directory id (VOTER_NOT_FOUND);
-- ask for two changes at once: the second must be refused while the first is uncommitted (the
-  `concurrent-voter-changes` switch accepts it);
-- remove a voter whose disk was wiped (its replica is gone: the set names its old directory id);
-- restart a node that is not a voter (a crash or a graceful shutdown, back 10-600 ms later, with
-  the same disk and directory id): a removed voter comes back an observer, as its log says;
-- wipe a node's disk: it comes back at once as another replica (a new directory id, formatted
-  with `--no-initial-controllers`), which must not count as the voter it was;
-- ask a node that is not the leader (NOT_LEADER_OR_FOLLOWER).
-
-Requests reach their node 1-3 ms later (`AdminRequest`) and each answer is recorded
-(`AdminReply`, in the trace and in `MembershipStats`). It keeps the cluster live after the heal:
-it never removes below `FLOOR` voters (fewer when the run starts with fewer), and a wiped voter is
-a voter lost for good until it is removed, so it leaves one voter to spare beyond a majority of
-voters with their own disks (`_spare`), in the leader's latest set and in its committed one: a
-voter whose log holds its own uncommitted removal never campaigns, and refuses every candidate
-whose log is behind its own, so one more voter can be of no help in an election. For the same
-reason it asks a leader to remove itself only when the other voters can elect without it
-(`_electable_without`: never from a set of two). Every choice comes from the seed's membership
-stream.
+It keeps the cluster live after the heal: it never removes below `FLOOR` voters and keeps a voter
+to spare beyond a majority of voters with their own disks; it asks a leader to remove itself only
+when the other voters can elect without it. Every choice comes from the seed's membership stream.
+Details (each act, the answers recorded, why the spare voter):
+docs/internals/simulator.md#membership
 
 Brokers (`--brokers`) are never voters: the nemesis chooses only among the controllers
 (`Cluster.controller_ids`), so a run with brokers leaves them to the broker faults.

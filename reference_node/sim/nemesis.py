@@ -9,37 +9,11 @@ node that is down; from then on nothing the nemesis queued earlier applies, and 
 runs. Whenever the network or the set of live nodes changes, the zombie watch recomputes which
 voters are cut off.
 
-crash-after-vote is the one fault that acts while it lasts: its bridge node crashes right after
-each vote it grants (`VoteCrash`, queued by the host as the vote goes out) and comes back within a
-few milliseconds (`VoterRestart`).
-
-fsync-stall stops no process and cuts no link: its start stalls the disks of the leader, one random
-node or the largest minority of voters (`HostFaults.stall_disks`), and its stop, like the heal,
-releases them (`HostFaults.release_disks`). It lasts as long as any fault (`fault_duration`):
-0.5-4 s, a quarter of the time 5-9 s, past the election and check-quorum timeouts.
-
-pause and leader-stall stop processes without killing them (`HostFaults.pause`): pause the leader
-(half the time), a random node or the largest minority of voters, each for 1-2 s, shorter than the
-request timeout, so that their late answers still count; leader-stall the leader (or, with none, a
-random voter) for the fetch timeout plus 0-600 ms, so that the voters elect without it and it
-resumes as a deposed leader. Each resumes at its own time (`Resume`), or at the stop or the heal.
-Under crash-after-persist the leader (most often) or a random node dies between persisting a Ready
-and sending its messages, again and again while the fault lasts (`PersistCrash`, from the host),
-back 2-999 ms later (`VoterRestart`). vote-delay crashes and restarts the leader, so that the voters
-elect, and holds every Vote and pre-vote answer back 1-3.5 s, past its candidate's election timeout
-and backoff.
-
-With brokers, the broker faults (faults.BROKER_FAULTS) take `BROKER_SHARE` of the turns; a run
-without brokers draws nothing more than it drew before they existed. broker-isolate cuts a broker
-off from every other node for 1-9 s (the session timeout is 3 s, the broker's own 4.5 s in the
-harness's settings the simulator uses); broker-crash and broker-shutdown stop a broker (a crash, or
-a controlled shutdown that lasts until the controller lets it go) and start it again, a new
-incarnation, when they stop. broker-stale-registration kills a broker, brings it back 10-300 ms
-later (`BrokerRestart`), and 0.3-2.5 s after that delivers the registration its previous
-incarnation sent to whoever leads then (`BrokerReplay`): a late duplicate from the network, older
-than the registration that replaced it. Half the time the new incarnation's own registration
-follows it, duplicated too: the same incarnation registers again (a new broker epoch), so the
-broker's heartbeats name a stale epoch and it must register once more.
+Some faults act on the hosts rather than on the links (fault_state.py): fsync-stall stalls disks,
+pause and leader-stall stop processes without killing them, crash-after-persist and
+crash-after-vote crash their victims at precise points while they last. With brokers, the broker
+faults take `BROKER_SHARE` of the turns. Details (each fault's victims, durations and events):
+docs/internals/simulator.md#nemesis
 """
 
 from __future__ import annotations

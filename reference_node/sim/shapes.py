@@ -3,35 +3,16 @@ states where the core decides (issue 21).
 
 Theory of operation: a shape sees and acts on the cluster only through the powers the nemesis
 grants it (powers.py: `ShapePowers`). It starts like any fault (its start, in nemesis.FAULT_STARTS,
-cuts links and stops no victims) and returns a `Shape`, which the nemesis keeps and whose first
-step it queues once the started fault exists. A step (`ShapeStep`, handled by `Nemesis.on_step`
-while its fault is the active one and before the heal) either waits, looking again `POLL_MS` later
-(such a look leaves no trace line), or acts: it heals, cuts again, or kills a leader. What a step
-waits for is a new leader: one outside the nodes the shape keeps cut off, leading an epoch newer
-than the last the shape saw, that has committed an entry of its own epoch (so the majority has
-moved on: a leader change with appends). A leader a step kills for good is one of the fault's
-casualties, restarted at its stop (or at the heal) as a crash's victims are; one killed to force a
-leader change (`churn`) comes back 100-400 ms later, so that the majority stays.
+cuts links and stops no victims) and returns a `Shape`. A step (`ShapeStep`, handled by
+`Nemesis.on_step` while its fault is the active one and before the heal) either waits, looking
+again later, or acts: it heals, cuts again, or kills a leader. What a step waits for is a new
+leader that has committed an entry of its own epoch (a leader change with appends).
 
-- zombie-rejoin: the leader X cut off with the clients still reaching it (alone, or with one
-  follower when there are 5 or more voters), so that it accepts appends until check-quorum makes it
-  resign; the others elect Y. Once Y has committed, the network heals and Y dies: X, whose log ends
-  in an older epoch (and, when the clients gave it more than Y holds, is longer), campaigns against
-  followers whose own fetch timeouts run out. Granting it (`no-log-check`) loses what Y committed.
-- diverge: X cut off with a follower F, which takes X's uncommitted appends; once the others have
-  committed under a new leader, F is cut off alone (X rejoins and truncates) while the leader is
-  killed twice, each time a while after it committed in its own epoch. Back, F's log ends in an
-  epoch the leader's log left several epochs behind: it truncates across them (or, when the leader
-  has snapshotted past the divergence by then, installs a snapshot).
-- observer-lag: an observer (a broker, a node the membership nemesis added, the run's observers;
-  with none, a follower; with one node, nothing) cut off while the leader is killed once or twice,
-  then back: it must find the new leader and catch up (by truncating, or from a snapshot).
-- chain: a partition (the leader cut off, or random halves), then, with no heal between, either the
-  new leader killed while the partition holds, or a different partition; once in a while both.
-  Its third way leaves the largest minority of followers behind (cut off), then kills the leader
-  the instant its high watermark is past every other voter's and lets them back: the successor
-  starts from a lower high watermark than its predecessor acknowledged, and the followers left
-  behind keep it there while they catch up (`early-high-watermark` needs exactly that).
+The shapes: zombie-rejoin (a deposed leader with a longer, older log campaigns), diverge (a
+follower whose log ends in an epoch left behind must truncate across epochs), observer-lag (an
+observer must find a new leader and catch up) and chain (partitions and kills with no heal
+between). Details (what a step waits for, casualties and churn, each shape step by step):
+docs/internals/simulator.md#shapes
 """
 
 from __future__ import annotations

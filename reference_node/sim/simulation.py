@@ -9,29 +9,11 @@ restarted or across a cut link) drops it: no trace line, no event counted. The r
 `time_ms`; with faults, an append invoked after the heal must have been acknowledged by then
 (Liveness).
 
-Every run snapshots (KIP-630) with thresholds far below Kafka's defaults (`SimConfig`): each node
-snapshots every 15-20 entries and keeps a few snapshots' worth of log, so a follower away for a few
-seconds (a partition, a crash, the lagging-follower fault) comes back below the leader's log start
-and must install a snapshot. `SimResult.snapshots` counts what the run wrote and installed.
-
-With the `membership` fault, the cluster keeps its voters in the log (KIP-853: host.py formats it
-with a bootstrap checkpoint and directory ids) and the membership nemesis (membership.py) changes
-them all along the run, beside the one-at-a-time faults; `SimResult.membership` counts what it
-asked and what was committed.
-
-With `brokers` (`kraft simulate --brokers N`), N broker nodes (ids after the voters and the
-observers) follow the log as observers, register with the leader, heartbeat it (raft/lifecycle.py;
-the host gives each start a new incarnation). The broker faults (faults.BROKER_FAULTS) take turns
-with the others; sim/brokers.py checks the broker invariants after every event, and at the end of
-the run (fault-free, or healed) that every broker is active (BrokersLive). `SimResult.brokers`
-counts their state changes and the controller's records. The settings are the harness's
-(session 3 s, heartbeat every 0.5 s, self-fence after 4.5 s), not Kafka's defaults.
-
-Every random choice comes from one of seven streams split off the seed in a fixed order (network,
-nemesis, clients, nodes, disks, membership, brokers), so a seed replays byte for byte, and a change
-in one concern's draws leaves the others' alone: a run without `membership` never draws from the
-sixth, nor one without brokers from the seventh (or anything more from the others), and replays
-exactly as before they existed.
+Every random choice comes from one of seven streams split off the seed in a fixed order, so a seed
+replays byte for byte, and a change in one concern's draws leaves the others' alone. Every run
+snapshots (KIP-630) with thresholds far below Kafka's; the `membership` fault and `brokers` add
+their nemesis and checks. Details (snapshot thresholds, membership, brokers, the streams):
+docs/internals/simulator.md#simulation
 """
 
 from __future__ import annotations

@@ -2,25 +2,15 @@
 KRAFT_VERSION = 5) and `VotersRecord` (KRAFT_VOTERS = 6), to and from the core's forms.
 
 The core knows a voter set as a `VoterSet` and the `kraft.version` as an int; the log, the Fetch
-records and the snapshots hold Kafka's messages, serialized by kio exactly as Kafka's
-`MemoryRecordsBuilder.appendKRaftVersionMessage` / `appendVotersMessage` write them: the message at
-its schema version 0, whose first field is its own int16 `Version` (0, Kafka's
-`ControlRecordUtils.KRAFT_VERSION_CURRENT_VERSION` / `KRAFT_VOTERS_CURRENT_VERSION`).
-
-The mapping is exact both ways except for what the core does not keep:
-
-    Voter.id                 <-> VoterId
-    Voter.directory_id None  <-> VoterDirectoryId ZERO_UUID (Kafka's ReplicaKey.of: unknown)
-    Voter.endpoints          <-> Endpoints [Name, Host, Port]   (in order)
-    (not kept)                -> KRaftVersionFeature {MinSupportedVersion 0, MaxSupportedVersion 1},
-                                 what this node supports (Kafka's DynamicVoter.toVoterNode)
+records and the snapshots hold Kafka's messages, serialized by kio exactly as Kafka writes them.
+The mapping is exact both ways except for what the core does not keep.
 
 A payload that does not decode is refused with `ControlRecordError` (one line): unlike a
 LeaderChange, a voter record cannot be skipped, since a replica that ignored one would count
 votes against the wrong set.
 
-Directory ids on disk and on command lines are Kafka's Uuid text form (`uuid_text`,
-`parse_uuid_text`): URL-safe base64 of the 16 bytes, unpadded.
+Details (the schema versions, the field mapping, the text form of directory ids):
+docs/internals/storage.md#kraft_records
 """
 
 from __future__ import annotations

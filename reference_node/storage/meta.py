@@ -1,27 +1,18 @@
 """`meta.properties` and formatting a log directory, as `kafka-storage format` does.
 
-Kafka writes a Java properties file (MetaProperties v1):
-
-    #
-    #Tue Mar 05 10:00:00 UTC 2024
-    cluster.id=MkU3OEVBNTcwNTJENDM2Qk
-    directory.id=J8aAPcfLQt2bqs1JT_rMgQ
-    node.id=1
-    version=1
-
-A node refuses to start when the file names another node id (a configuration mix-up would let
-two voters share one identity) or another cluster (KIP-595: never join a foreign quorum).
+Kafka writes a Java properties file (MetaProperties v1: cluster.id, directory.id, node.id,
+version). A node refuses to start when the file names another node id (a configuration mix-up
+would let two voters share one identity) or another cluster (KIP-595: never join a foreign quorum).
 
 `directory.id` (KIP-853) tells two incarnations of one node id apart: a disk wiped and formatted
-again comes back as another replica, not as the voter whose log was counted. Format writes one (the
-one `--initial-controllers` names for this node, or a random one); a node that opens a file without
-one (formatted before KIP-853) generates one and writes it back (`ensure_directory_id`), as Kafka's
-`MetaPropertiesEnsemble` does at start.
-
-KIP-853's bootstrap checkpoint (`kafka-storage format --standalone / --initial-controllers`) is a
-snapshot at offset 0, epoch 0 in `__cluster_metadata-0` holding only the initial voter set;
+again comes back as another replica, not as the voter whose log was counted. KIP-853's bootstrap
+checkpoint (`kafka-storage format --standalone / --initial-controllers`) is a snapshot at offset
+0, epoch 0 in `__cluster_metadata-0` holding only the initial voter set;
 `format_storage(..., bootstrap_voters=...)` writes it before `meta.properties`, so that a directory
 that looks formatted always has it.
+
+Details (the file as Kafka writes it, where a directory id comes from):
+docs/internals/storage.md#meta
 """
 
 from __future__ import annotations

@@ -2,24 +2,17 @@
 
 KIP-630's "Validation of Snapshot and Log" runs here, when a node opens its directory
 (`_validate`): the latest valid snapshot is found first (corrupt ones are skipped with a line
-saying why, never served), then the log is judged against it:
+saying why, never served), then the log is judged against it: a log start no valid snapshot
+reaches makes the log invalid, a log start that is no snapshot's end moves up to one, so that the
+log start always has a snapshot, and the snapshots below it are deleted. Each change is one line in
+`log.recovery.snapshot_notes` (logged as a WARNING by the node).
 
-* a log start above 0 that no valid snapshot reaches (none ends at or above it): the log is
-  invalid and treated as empty (reset to offset 0; `log_invalid` says why, for the node's log and
-  its `log-invalid` event);
-* a latest valid snapshot beyond the log end: the log restarts, empty, at the snapshot;
-* a log start that is no valid snapshot's end offset: it moves up to the latest valid snapshot
-  (so the log start always has a snapshot, whose epoch is `log_start_epoch`);
-* snapshots below the log start are deleted (as Kafka's KafkaMetadataLog does on open).
+KIP-853's bootstrap checkpoint (0-0) is a snapshot like the others here, the node's start while
+no newer one exists; it is never served (`Disk.open_snapshots` leaves it out of the ids the core
+may serve, as Kafka's leader refuses to send it).
 
-Each change is one line in `log.recovery.snapshot_notes` (logged as a WARNING by the node).
-
-KIP-853's bootstrap checkpoint (0-0, written by `kraft node format --standalone /
---initial-controllers`) is a snapshot like the others here: while the log starts at 0 it is kept
-(nothing is below offset 0) and, with no newer snapshot, it is the latest, so its image (the
-initial voters) is what the node starts from; once the log start moves up it is deleted like any
-snapshot below it. It is never served: `Disk.open_snapshots` leaves it out of the ids the core may
-serve, as Kafka's leader refuses to send it.
+Details (each rule of the validation, the bootstrap checkpoint's life):
+docs/internals/storage.md#node
 """
 
 from __future__ import annotations

@@ -2,28 +2,13 @@
 
 Every batch is checked (length, magic, CRC-32C, offsets following on from the previous batch,
 epochs never going down and never above the epoch in `quorum-state`). The first bad batch is
-then judged: **only what a crash during an append can leave is a torn tail**, and only when
-nothing valid follows it:
+then judged: **only what a crash during an append can leave is a torn tail** (a short batch, or a
+zero-filled tail), and only when nothing valid follows it. Such bytes were never fsynced, so never
+acknowledged, and cutting them loses nothing. Anything else is corruption: acknowledged data may
+be damaged, and the node refuses to start rather than serve a log with a hole in it.
 
-* a short batch: fewer bytes left than a batch's length prefix, or a length that runs past the
-  end of the file (the write stopped part-way);
-* a zero-filled tail: zeros from a batch's length field to the end of the file, or a batch
-  whose bytes, from a 512-byte sector boundary inside it to the end of the file, are all zero
-  (the file grew, the sectors holding the data never landed).
-
-Such bytes were never fsynced, so never acknowledged, and cutting them loses nothing. Anything
-else is corruption: a whole batch (its length fits in the file) whose CRC fails, a CRC-valid
-batch with wrong offsets or epochs, any damage with a valid batch behind it. Acknowledged data
-may be damaged, and the node refuses to start rather than serve a log with a hole in it.
-
-Two fields of a batch are outside its CRC (baseOffset and partitionLeaderEpoch): a damaged
-baseOffset breaks the offset sequence, a damaged epoch breaks the epoch order or rises above
-the epoch in `quorum-state` (written before a node appends in a new epoch). A batch whose epoch
-is out of line with its neighbours is named itself, not the neighbour where the order broke.
-
-What this module cannot tell apart: a length field damaged into one that runs past the end of
-the file looks like a short batch. The recovery point and the segment indexes (see `log`) catch
-that case whenever they prove the bytes had been fsynced.
+Details (what a short batch and a zero-filled tail are, the fields outside the CRC, the one case
+this module cannot tell apart): docs/internals/storage.md#recovery
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """What lets a restart skip re-checking the log: Kafka's clean-shutdown marker and recovery point.
 
-Both live in the log directory (`metadata.log.dir`), as Kafka's LogManager keeps them:
+Both live in the log directory, as Kafka's LogManager keeps them: `.kafka_cleanshutdown`, whose
+presence means "every segment and index is as the last close left them", and
+`recovery-point-offset-checkpoint`, the offset below which every segment was fsynced whole with
+its index written. Kafka's own KafkaMetadataLog re-checks the whole metadata log on every start;
+these files are the mechanism Kafka uses for every other partition, applied here to the metadata
+log. The price is Kafka's: a segment trusted on open is not CRC-checked, so a byte flipped on disk
+after it was written is found when it is read, not at start.
 
-* `.kafka_cleanshutdown` (CleanShutdownFileHandler: JSON `{"version":0,"brokerEpoch":-1}`) is
-  written, fsynced, after the log closed cleanly, and removed on open before anything is
-  written, so that its presence means "every segment and index is as the last close left them".
-* `recovery-point-offset-checkpoint` (OffsetCheckpointFile: `0`, the entry count, then
-  `topic partition offset` lines) holds, per partition, the offset below which every segment was
-  fsynced whole with its index written: it moves when a segment rolls and on close, and back
-  on a truncation below it.
-
-Kafka's own KafkaMetadataLog opens the metadata partition with `recoveryPoint = 0` and
-`lastShutdownClean = false`, i.e. it re-checks the whole metadata log on every start; these
-files are the mechanism Kafka uses for every other partition (UnifiedLog/LogLoader), applied
-here to the metadata log. The price is Kafka's: a segment trusted on open is not CRC-checked,
-so a byte flipped on disk after it was written is found when it is read (by the reader that
-checks the batch CRC, e.g. a follower fetching it) and not at start.
-
-`log-start-offset-checkpoint` (same format, Kafka's LogManager file too) holds the log start
-offset once a snapshot lets it move above 0 (KIP-630); it is written before any segment below
-the new start is deleted (`MetadataLog.delete_before`, `reset_to`).
+`log-start-offset-checkpoint` (same format) holds the log start offset once a snapshot lets it
+move above 0 (KIP-630). Details (each file's format, when it is written, moved and removed):
+docs/internals/storage.md#restart
 """
 
 from __future__ import annotations

@@ -5,12 +5,9 @@ Theory of operation
 Message types come from kio (classes generated from Kafka's own JSON schemas, one per API
 version); this package only frames them and moves them.
 
-- `codec` is sans-I/O, in the manner of h11: a `FrameSplitter` cuts the byte stream at 4-byte
-  size prefixes; `ServerCodec` turns frames into `Request`s (header + kio body) and responses into
-  bytes; `ClientCodec` numbers outgoing requests and decodes each response with the class of its
-  request. Anything the peer sends that we cannot accept raises `ProtocolError`, carrying the
-  correlation id once it was read; an API key or version outside our table raises its subclass
-  `UnsupportedVersion`, which a server answers (ApiVersions) or closes on (anything else).
+- `codec` is sans-I/O, in the manner of h11: it cuts the byte stream into frames and turns them
+  into requests and responses; anything the peer sends that we cannot accept raises
+  `ProtocolError` (details: docs/internals/node.md#wire).
 - `apis` holds the one table of what the node implements (`SUPPORTED_APIS`) and builds the
   ApiVersions response from it.
 - `client.KafkaClient` is blocking (harness threads, CLIs); `aio.AsyncKafkaConnection` pipelines
