@@ -426,7 +426,7 @@ def test_a_view_older_than_a_fence_seen_long_before_is_caught() -> None:
 # --- composition ----------------------------------------------------------------------------------
 
 
-def test_the_brokers_workload_is_judged_by_check_brokers(tmp_path: Path) -> None:
+def test_the_brokers_workload_is_judged_by_its_own_suite(tmp_path: Path) -> None:
     from workloads import brokers
 
     # the workload module composes the suite; a stored run finds it through the one registry
