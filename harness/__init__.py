@@ -12,6 +12,6 @@ hands them to client *processes*, worker threads each holding one client; every 
 completion goes into the *history* (contracts/history.py) with a monotonic timestamp, beside the
 nemesis's start and stop ops. After the time limit every fault is healed, the cluster is given
 time to recover, and every node is read once more (`"final": true`). The history is checked,
-stored with the nodes' files, and summarised (summary.py); `kraft test` (test_cli.py) maps the
+stored with the nodes' files, and summarised (summary.py); `kraft test` (commands/test.py) maps the
 verdict to its exit code.
 """
