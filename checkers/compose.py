@@ -1,25 +1,19 @@
 """The generic check behind results.json: a workload's suite of checkers, and what every run gets.
 
-A workload (workloads/) composes its own suite from the checkers here (`append`: the log
-checkers; `kv`: linearizability; `brokers`: fencing) and judges a history with `check(history,
-test, nodes, suite)`; `workloads.check` resolves a stored run's workload by test.json's name.
-
-With node data (`nodes/<node>/`), every suite adds `raft-invariants` and `snapshots` (the KIP-630
-snapshot/log invariants; the append history's reads and acknowledgements are evidence for them
-too, a kv history has none), and, in a run that changed its voters, `membership` (KIP-853: every
-voter change reported ok is committed, and the final voter set is the log's).
+A workload (workloads/) composes its own suite from the checkers here and judges a history with
+`check(history, test, nodes, suite)`; `workloads.check` resolves a stored run's workload by
+test.json's name. With node data every suite adds the node-data checkers, and every run gets
+`completeness` (something was checked) and `availability` (test.json's floors, when it sets them).
 
 Each checker runs under `_guard`: an exception becomes `"valid": "unknown"` with the error, never
-a pass. Beside the suite's checkers, `completeness` makes sure that something was checked (an ok
-op, a final read of a log, a run that finished: test.json's `outcome`), and `availability` holds
-the run to test.json's `min_availability` floors when it sets them. The verdict is the worst
-of the checkers' (false, then unknown, then true), and an unknown one says why (`reason`);
-anomalies are merged by kind. Anomalies of a kind tied to a promise the target does not make
-(test.json's `promises`, checkers/promises.py) are moved to `findings` beside them: reported, never
-a failure. A target without node data (test.json's `node_data`: false) gets no raft-invariants or
-snapshots. The results are a function of the history, the test and the node data alone: no
-timings, no clock (the register search is budgeted in states), so a re-check of a stored run
-writes the same results.json.
+a pass. The verdict is the worst of the checkers' (false, then unknown, then true), and an unknown
+one says why (`reason`); anomalies are merged by kind. Anomalies of a kind tied to a promise the
+target does not make are moved to `findings`: reported, never a failure. The results are a
+function of the history, the test and the node data alone: no timings, no clock, so a re-check of
+a stored run writes the same results.json.
+
+Details (the suites, the node-data checkers, completeness and availability, the findings):
+docs/internals/checkers.md#compose
 """
 
 from __future__ import annotations

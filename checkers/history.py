@@ -7,18 +7,12 @@ line that is wrong and why, instead of being half-understood. `read` reports tha
 matches each client invoke with its completion, which every checker needs.
 
 A line is JSON as `json.loads` reads it, and the values are its values: that is the format, whatever
-reads it. Reading is most of what `kraft check` spends on a long history (10^6 operations are 2x10^6
-lines, 400 MB), so lines are decoded by msgspec (a dependency; without it the standard library reads
-them all, slower) and each op is validated as it is decoded, never held twice. `load_stored` holds
-none at all: a history of millions of ops is gigabytes of dicts, whose first touch alone costs
-seconds, while a parse that follows the reading (`contracts.history.Follow`) keeps a small part of
-each; the ops are then read again from the file when asked for (`StoredOps`).
+reads it. Lines are decoded by msgspec, each op validated as it is decoded, never held twice; a
+line msgspec refuses is read again by json.loads, which has the last word. `load_stored` holds no
+op at all: the ops are read again from the file when asked for (`StoredOps`).
 
-msgspec reads a subset of what json.loads reads, to the same values; a line it refuses is read
-again by json.loads, which has the last word. So NaN, Infinity and -Infinity (which the harness's
-json.dumps writes for such floats), numbers beyond a double's range (infinities) and lone surrogate
-escapes are accepted as they always were, and integers of any size keep their value (orjson, which
-turns integers beyond 64 bits into floats, would not do).
+Details (why msgspec, what `load_stored` saves, the values json.loads has the last word on):
+docs/internals/checkers.md#history
 """
 
 from __future__ import annotations

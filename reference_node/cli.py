@@ -8,23 +8,12 @@
     kraft node dump-snapshot --files PATH [PATH ...]
 
 Like `kafka-storage format` and `kafka-server-start`: format writes meta.properties (node id,
-cluster id, directory id); run refuses a directory that was not formatted. KIP-853's flags, as
-Kafka's: `--standalone` makes this node the one initial voter (reached at its controller
-listener), `--initial-controllers` names every initial voter with its directory id (this node's
-becomes its directory.id), and both write the bootstrap checkpoint (kraft.version 1);
-`--no-initial-controllers` writes none (the node joins as an observer). With none of them the
-config's `controller.quorum.voters` is the static quorum (kraft.version 0). SIGTERM (or
-SIGINT) resigns gracefully, sending EndQuorumEpoch when leading, and exits 0. Logs go to stderr
-with timestamps. The event loop is uvloop when it is installed (`--event-loop auto`, the
-default; reference_node/server/event_loop.py), else asyncio's own. Exit codes: 0 clean stop, 1 a
-runtime failure, 64 bad usage or bad configuration.
+cluster id, directory id), and with KIP-853's flags, as Kafka's, the initial voters; run refuses a
+directory that was not formatted, and SIGTERM (or SIGINT) resigns gracefully and exits 0.
+`dump-log` and `dump-snapshot` print segments and snapshots as Kafka's `kafka-dump-log.sh` does,
+reading only. Exit codes: 0 clean stop, 1 a runtime failure, 64 bad usage or bad configuration.
 
-`dump-log` and `dump-snapshot` print segments (`.log`) and snapshots (`.checkpoint`) as Kafka's
-`kafka-dump-log.sh --deep-iteration --print-data-log --cluster-metadata-decoder --files` does,
-for people debugging a run; a PATH may also be a node's metadata.log.dir or its
-`__cluster_metadata-0`, meaning every segment (dump-log) or snapshot in it. They read only (a
-copy of a crashed node's directory is fine) and exit 1 when a file is unreadable or a snapshot
-is invalid (the last line of its dump says why).
+Details (the KIP-853 flags, the event loop, what the dumps read): docs/internals/node.md#cli
 """
 
 from __future__ import annotations

@@ -1,25 +1,21 @@
 """The `kv` workload: read, write, compare-and-set and append on a few keys, as Jepsen's tests do.
 
-Ops (docs/architecture.md, register and key-value workloads; the structs below):
+Ops (docs/architecture.md, register and key-value workloads; the structs below): `read`, `write`,
+`cas` (ok with whether it `swapped`) and `append` (Jepsen's string append, `appended`), each on one
+key.
 
-- `read {"key": K}` -> ok `{"key": K, "value": V}` (V null while the key has no value);
-- `write {"key": K, "value": V}` -> ok, the same;
-- `cas {"key": K, "from": A, "to": B}` -> ok `{..., "swapped": true | false}`;
-- `append {"key": K, "value": S}` -> ok, the same: Jepsen's string append, S at the end of the
-  key's value read as text (`appended`).
-
-Keys are the integers 0 .. keys-1 (four by default): few enough that operations on one key overlap
-and the linearizability search has something to decide, many enough that one key's history stays
-short (the search is per key). Every value a write, cas or append puts is unique in the history
-(they count up from 1; an append's is ",N"), so a read names the one write it saw and the appends
-after it, and the search stays cheap. A cas expects the last value the generator learnt of for its
-key (null at first), so that many of them swap: a cas that never matches tests nothing but reads.
-Reads and writes come a third each, cas and appends a sixth each.
+Keys are few (four by default), so that operations on one key overlap and the linearizability
+search has something to decide, yet one key's history stays short (the search is per key). Every
+value a write, cas or append puts is unique in the history, so a read names the one write it saw
+and the appends after it, and the search stays cheap. A cas expects the last value the generator
+learnt of for its key, so that many of them swap.
 
 After the faults heal, every node is asked for every key (`final_ops`): a write acknowledged and
 then lost shows as a final read that no order of the operations explains.
 
 `check` judges it: Wing-Gong-Lowe linearizability (`checkers.linearizable`), each key a register.
+
+Details (each op's values, the keys and values, the mix): docs/internals/workloads.md#kv
 """
 
 from __future__ import annotations

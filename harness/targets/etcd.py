@@ -1,33 +1,20 @@
 """The `etcd` target: etcd 3.4 as Debian ships it (`etcd-server`, /usr/bin/etcd), on any backend.
 
-What it promises. etcd's API guarantees (https://etcd.io/docs/v3.4/learning/api_guarantees/):
-"etcd ensures durability and strict serializability for all KV api calls" -- "Durability: Any
-completed operations are durable. All accessible data is also durable data. A read will never
-return data that has not been made durable." and "Strict serializability: KV Service operations
-are atomic and occur in a total order, consistent with real-time order of those operations."
-Reads are linearizable unless a request asks for `serializable` ("etcd ensures linearizability
-for all other operations by default"), and "an etcd operation that modifies the key value store
-is assigned a single increasing revision": it takes effect once. So the target claims every
-promise of `contracts.target.PROMISES`; durability holds with etcd's default fsync of its WAL,
-which `--node-config unsafe-no-fsync=true` gives up (the checkers still judge the promise: a run
-with it says what the flag costs).
+What it promises. etcd's API guarantees durability and strict serializability for all KV API
+calls, linearizable reads unless a request asks for `serializable`, and a single increasing
+revision for each operation that modifies the store: it takes effect once. So the target claims
+every promise of `contracts.target.PROMISES`; durability holds with etcd's default fsync of its
+WAL, which `--node-config unsafe-no-fsync=true` gives up (the checkers still judge the promise).
 
-Deployment: one member per node, named after the node, static bootstrap (`--initial-cluster`,
-`--initial-cluster-state new`, a cluster token unique to the run), data in `<node_dir>/data`,
-etcd's own defaults otherwise (heartbeat 100 ms, election 1000 ms, fsync on). A member's peer URL
-is kept in the replicated member list, so every member dials it at the same URL: on a backend
-that has `shared_peer_address` (contracts.backend.HasSharedPeerAddress) that URL is the backend's
-one address for the member's peer port, and the backend tells the dialer of each connection from
-the `X-Server-From` header etcd's rafthttp sends on every peer request (`identify`), so that
-partitions still cut links one-way. A backend without it (docker: one container address for all)
-gives `peer_address` from any other node. Clients use the member's client port directly.
+Deployment: one member per node, named after the node, static bootstrap, etcd's own defaults
+otherwise. A member's peer URL is kept in the replicated member list, so every member dials it at
+the same URL: the backend's `shared_peer_address` when it has one (which tells the dialers apart
+by the `X-Server-From` header etcd sends, `identify`), else `peer_address` from any other node.
+Clients use the member's client port directly. `--node-config k=v` becomes `--k=v` on etcd's
+command line, except the flags the harness owns; there is no `log.jsonl` (`node_data` is false).
 
-`--node-config k=v` becomes `--k=v` on etcd's command line (`unsafe-no-fsync=true`,
-`snapshot-count=100`, ...): validated by the binary itself when it is on PATH (`etcd --version`
-parses every flag first), else against etcd 3.4's flag names; the flags the harness owns (names,
-addresses, data directory, membership, logging) are refused. Logs go to the spawn log
-(`--logger=zap --log-outputs=stderr`). `collect` copies the log, the command line and the data
-directory (member/wal, member/snap); there is no `log.jsonl` (`node_data` is false).
+Details (etcd's own words, the bootstrap, the peer URLs, the flags, `collect`):
+docs/internals/targets.md#etcd
 """
 
 from __future__ import annotations

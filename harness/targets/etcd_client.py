@@ -7,30 +7,13 @@ lost after the request went out into one exception, while the harness must tell 
 first is `fail`, the second `info`), so each call here goes through the client's session and URL
 (`Etcd3Client.session`, `get_url`) and classifies what `requests` raised itself.
 
-Ops (workloads/kv.py), on key `/jepsen/<key>` holding the JSON of the value:
-- read: Range of the key, linearizable (`serializable` false, etcd's default: the member confirms
-  its read index with the leader); ok `{"key", "value"}`, value null when the key is absent.
-- write: Put; ok.
-- cas A -> B: one Txn: compare the key's value with JSON(A) (A null: the key does not exist,
-  `version == 0`), then Put B; ok `{..., "swapped": succeeded}`.
-- append S (etcd has none): a cas loop, a read then a cas from what was read to it with S at the
-  end (`workloads.kv.appended`), again while another op changed the key first; only a Txn that
-  succeeded appended, so the append's outcome is its last Txn's (none in time: `fail`).
+Ops (workloads/kv.py), on key `/jepsen/<key>` holding the JSON of the value: read is a
+linearizable Range, write a Put, cas one Txn, and append (etcd has none) a cas loop. A read that
+did not answer is `fail`; a write or cas is `fail` when nothing was sent or etcd's error proves it
+was not proposed, else `info`. Every member serves every op, so the client stays on its node, and
+moves on to the next node after a refused connection.
 
-What an outcome means. A read has no effect, so every read that did not answer is `fail`. For a
-write or cas: a connection refused (or a connect timeout: nothing was sent) is `fail`; a timeout
-after sending, a lost connection, or an error that does not prove the command was not proposed
-(`request timed out`, `leader changed`, `server stopped`, any 5xx etcd does not explain) is
-`info`. The errors etcd returns only before proposing (etcdserver/v3_server.go,
-`processInternalRaftRequestOnce` in 3.4: `ErrTooManyRequests` and `ErrRequestTooLarge` before
-`Propose`, and raft's `ErrProposalDropped` from `Propose` itself, e.g. with no leader known),
-the request validation errors (gRPC InvalidArgument, checked in v3rpc before the server sees the
-request), and `mvcc: database space exceeded` (the quota refuses the request before proposing,
-and the capped applier refuses it when applying: no effect either way) are `fail`.
-
-Every member serves every op (a follower forwards proposals and asks the leader for a read index),
-so the client stays on its node; after a refused connection (the node is down) it moves on to
-the next node for the next op, as the reference client does. Each completion names the node asked.
+Details (each op, which errors prove nothing was proposed): docs/internals/targets.md#etcd_client
 """
 
 from __future__ import annotations

@@ -1,54 +1,22 @@
 """The `nats` target: NATS JetStream as Debian ships it (`nats-server` 2.9), one stream on every node.
 
-Each node runs `nats-server -c nats.conf` with its own name as `server_name`, the client port at
-the backend's `bind_address`, the HTTP monitor (`/jsz`, where `leaders` looks), JetStream storing
-under `<node_dir>/data` (`store_dir`), and a cluster block (name `jepsen`) with a route to every
-other node. `setup` starts every node, waits for the JetStream meta leader, then creates the stream
-`jepsen` (subject `jepsen.log`, file storage, one replica per node: NATS allows at most 5) and
-waits for its leader. With one node there is no cluster block (NATS refuses a cluster of one).
+Each node runs `nats-server` with its own name as `server_name`, JetStream storing under
+`<node_dir>/data`, and a cluster block (name `jepsen`) with a route to every other node; `setup`
+creates the stream `jepsen` (subject `jepsen.log`, file storage, one replica per node).
 
-Routes. A NATS server gossips the route URL of each peer it knows (its INFO's `ip`, the
-`cluster.advertise` address) and dials the ones it learns, so a route URL must be one address good
-for every dialer: the backend's `shared_peer_address` (`contracts.backend.HasSharedPeerAddress`),
-which tells the dialers apart by `identify`. A dialing server speaks first on a route: `CONNECT
-{...}` (its `name` is the server *id*, random per start), then `INFO {...}` with `server_name`,
-which the harness set to the node's name: `route_dialer` reads that (measured on nats-server
-2.9.10; the accepting side sends its own INFO meanwhile, which the proxy passes). On a backend
-without it each node gets its per-link `peer_address` and advertises nothing; a server may then
-still dial a peer's listen address learnt by gossip, outside the cuttable links.
-`cluster.no_advertise` keeps the client-port gossip (`connect_urls`) out of the clients' INFO, so
-that a client stays on its own node.
+Routes. A NATS server gossips the route URL of each peer it knows and dials the ones it learns, so
+a route URL must be one address good for every dialer: the backend's `shared_peer_address`, which
+tells the dialers apart by `identify` (`route_dialer` reads the `server_name` a dialing server
+sends first). `--node-config k=v` sets the server's own configuration keys, except those the
+harness sets for each node (`HARNESS_KEYS`).
 
-`--node-config k=v` sets the server's own configuration keys, as NATS names them
-(docs.nats.io, "Configuring NATS Server"): the JetStream ones (`JETSTREAM_KEYS`, e.g.
-`max_file_store=1G`) inside the `jetstream {}` block, where NATS expects them, the others at the
-top level (e.g. `max_payload=65536`, `write_deadline="5s"`). A value is written bare when it is a
-plain token (NATS reads numbers, sizes, durations and booleans from those), else quoted. The keys
-the harness sets for each node (`HARNESS_KEYS`: its name, addresses, monitor, store directory,
-cluster membership) are refused, and when nats-server is on this machine the whole configuration
-is checked with `nats-server -t` before anything is deployed (2.9 knows no `sync_interval`: that
-came with 2.10; 2.9's file store syncs every 60 s, `server/filestore.go` defaultSyncInterval).
+What NATS promises (`NatsTarget.promises`), from its documentation: `linearizable`,
+`acked-writes-durable` and `no-duplicates` (within the stream's duplicate window), but not
+`linearizable-reads`: stale and non-monotonic reads are findings. `node_data` is False: NATS keeps
+no log the checkers read, so `raft-invariants` and `snapshots` do not run.
 
-What NATS promises (`NatsTarget.promises`), from its documentation:
-- `linearizable`: "the formal consistency model of NATS JetStream is Linearizable"
-  (docs.nats.io/nats-concepts/jetstream, "Persistent and Consistent distributed storage"); a
-  maintainer: the acknowledgement of a publish "only happens as the result of a RAFT vote"
-  (nats-server discussion #4577). Judged on the publishes (`nonlinearizable`).
-- `acked-writes-durable`: an acknowledged publish "has been successfully persisted" (developer
-  docs, "Publish to a stream"), a quorum is required "to ensure at least one node has the most
-  recent data and state after a catastrophic failure" (JetStream clustering, "The Quorum"), and
-  "by default JetStream relies on stream replication in the cluster to guarantee data is
-  available after an OS crash" (configuration docs, sync interval).
-- `no-duplicates`: de-duplication by the `Nats-Msg-Id` header within the stream's duplicate
-  window (2 minutes by default; "exactly once within a window", JetStream docs): the client sends
-  each value as its own message id, and a run is judged well inside the window.
-- not `linearizable-reads`: NATS documents none. A read here is answered by the server that
-  believes it leads the stream, from its own store, with no quorum round (`nats_client.py`), and
-  NATS's design notes say "JetStream does NOT support read-after-write or monotonic reads"
-  (nats-architecture-and-design ADR-53). Stale and non-monotonic reads are findings.
-
-`node_data` is False: NATS keeps no log the checkers read (log.jsonl), so `raft-invariants` and
-`snapshots` do not run; `collect` copies the log, the config and the store.
+Details (the configuration, routes on each backend, the keys, NATS's words for each promise):
+docs/internals/targets.md#nats
 """
 
 from __future__ import annotations

@@ -5,38 +5,15 @@ a private daemon thread and hands it one coroutine per operation. A client talks
 node (`client_address(node, "client")`); NATS routes each request to the stream's leader, so the
 client never moves, and every completion's `node` is its own node.
 
-- append V: a JetStream publish (a request on `jepsen.log`) of payload `b"V"` (ASCII decimal,
-  docs/contracts.md) with headers `Nats-Msg-Id: V` (JetStream drops a second message with the
-  same id within the stream's duplicate window) and `Nats-Expected-Stream: jepsen`. The PubAck
-  names the stream sequence the message is stored at, counted from 1; the history's offsets are
-  Kafka's, counted from 0, so the ok value is `{"value": V, "offset": seq - 1}`. A PubAck with
-  `duplicate: true` is ok too, at the sequence of the message stored first (it names where V is).
-- read F: `$JS.API.STREAM.INFO.jepsen` for the stream's `last_seq` (the read's `hw`: offsets
-  below it are sequences up to it), then `$JS.API.STREAM.MSG.GET.jepsen` `{"seq": s}` for every
-  s in (F, last_seq], `WINDOW` requests in flight at a time; ok `{"from", "hw", "records": [[s -
-  1, V], ...]}`. A sequence NATS answers "no message found" for is asked once more, then, if the
-  stream's own state lists it as deleted or lost (`deleted_details`), left out (the stream says it
-  is gone: the checkers judge the hole); otherwise the read fails (`incomplete-read`): a
-  partial read proves nothing. A stream whose first sequence is above F+1 (a prefix removed) is
-  read from there, and `from` says so, as the reference client does below a log start offset.
-  Why this API: it needs only the stream's leader (an ordered consumer needs a consumer created
-  through the meta leader first) and leaves nothing behind; measured on 3 local nodes, 2000
-  messages took 0.33 s with 256 gets in flight (1.66 s one at a time; an ordered push consumer
-  0.27 s). What NATS promises for it: nothing beyond "the leader answers from its store". Both
-  requests are served by whichever server believes it leads the stream, with no quorum round,
-  so a deposed leader cut off from the others may answer from an old state (NATS ADR-53:
-  "JetStream does NOT support read-after-write or monotonic reads"); `NatsTarget` makes no
-  `linearizable-reads` promise, and such reads are findings.
+An append is a JetStream publish whose message id is its value (de-duplicated within the stream's
+window), ok at the offset its PubAck names (stream sequences count from 1, Kafka's offsets from 0).
+A read asks for the stream's `last_seq` (its `hw`), then gets every message after F, `WINDOW`
+requests in flight; a partial read fails. Both are served by whichever server believes it leads
+the stream, with no quorum round, so reads are not promised linearizable. A read that did not
+complete is `fail`; an append is `fail` when it certainly was not stored, else `info`.
 
-What an outcome means. A read never has an effect, so every read that did not complete is
-`fail`. For an append: a connection that could not be made (refused, or no INFO from a paused
-server), a closed connection found before sending, or "no responders" (NATS's 503 status: no
-server had the stream's subject, nothing received the message) is `fail`; an error JetStream
-returns from checks made before the message is proposed to the stream's Raft group, or applied
-identically on every replica (`CERTAIN_FAILURES`, nats-server `processClusteredInboundMsg` and
-`processJetStreamMsg`), or a 503 without an error code (the proposal itself was refused, e.g.
-"not leader"), is `fail`; a timeout, a connection lost after sending, or any other error is
-`info`.
+Details (each op, why this API, which errors are certain failures):
+docs/internals/targets.md#nats_client
 """
 
 from __future__ import annotations

@@ -5,45 +5,18 @@ the backend's `bind_address`, reach each other voter at `peer_address(self, othe
 nemesis can cut), and advertise every voter to clients at `client_address` (`client.voters`), so
 that Metadata answers point the harness at reachable addresses. `--node-config` settings are
 appended, except those the harness owns (`HARNESS_KEYS`), which are refused. Storage is
-formatted once, in setup, like `kafka-storage format`; a restart after a kill reuses it.
+formatted once, in setup, like `kafka-storage format`; a restart after a kill reuses it. `collect`
+writes `log.jsonl`, `snapshots.jsonl` and `final.json` (docs/contracts.md) from its copy of the
+node's files, so that checkers never read node files.
 
-`--node-config security=ssl` (the harness's own key; `plaintext` is the default) makes the
-controller listeners `SSL` with `ssl.client.auth=required`: a CA made for the run signs a
-certificate per node, naming every address a peer or a client dials it by, and one for the
-harness's clients (`reference_tls.py`). Each node's files go to its `tls/` directory through the
-backend, like its config, and come back with it in `collect`; the key stores and trust store
-settings are then the harness's (`TLS_KEYS`), while `ssl.client.auth` and
-`ssl.endpoint.identification.algorithm` may still be overridden.
+The target runs the `append`, `kv` and `brokers` workloads (harness/targets/reference_client.py).
+`--node-config security=ssl` makes the controller listeners TLS with client authentication; with
+the membership nemesis (`use_spares`) the voters live in the log (KIP-853), and with brokers
+(`use_brokers`, issue 17) those nodes follow the controllers as observers that register and
+heartbeat; the target holds the levers of each one's nemesis.
 
-`collect` copies the node's log, config, events.jsonl and data directory, then writes `log.jsonl`,
-`snapshots.jsonl` (one line per `.checkpoint` snapshot file, KIP-630) and `final.json`
-(docs/contracts.md) from the copy, so that checkers never read node files.
-
-With the membership nemesis (KIP-853, `use_spares` before `setup`), the voters live in the log
-(a dynamic quorum, so no `controller.quorum.voters`): each initial voter is formatted with one
-`--initial-controllers` list (`id@host:port:directoryId`, the directory ids drawn by the harness
-from the run's seed), each spare with `--no-initial-controllers` (it starts as an observer; its
-directory id is read back from its `meta.properties`), and every node finds the quorum through
-`controller.quorum.bootstrap.servers`, the initial voters at the addresses it dials them by. A
-voter's endpoint in the log is the address every peer dials it at when that is one address
-(docker), else its own listener (local, where each peer has a proxy of its own: there the node's
-own route to each peer, `ROUTES`, keeps the links cuttable, once the node takes that key).
-`quorum` (DescribeQuorum), `add_voter` and `remove_voter` (AddRaftVoter, RemoveRaftVoter through
-`reference_node.voter_admin`) are the membership nemesis's levers (`nemesis.membership`).
-
-With brokers (issue 17, `use_brokers` before `setup`), those nodes are deployed after the
-controllers with `process.roles=broker`: the quorum (`controller.quorum.voters`, `client.voters`)
-is the controllers alone, and each broker follows it as an observer, registers with the active
-controller and heartbeats, advertising the address the harness's clients dial it at
-(`advertised.listeners`). `leaders` asks the controllers only. `registration` (the active
-controller's image of one broker, read through the `__brokers` view) and `register` (a
-BrokerRegistration sent as any incarnation) are the `stale-incarnation` nemesis's levers
-(`nemesis.brokers`).
-
-The target runs the `append`, `kv` and `brokers` workloads (`clients`: each by its client class in
-harness/targets/reference_client.py); `--node-config` takes the node's own keys
-(`reference_node.config`), the KIP-630 snapshot and retention ones among them
-(`metadata.log.max.record.bytes.between.snapshots=2000` makes a run snapshot often).
+Details (TLS, `collect`, the dynamic quorum, brokers, the node's keys):
+docs/internals/targets.md#reference
 """
 
 from __future__ import annotations

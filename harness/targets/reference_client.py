@@ -1,35 +1,10 @@
 """The `reference` target's clients: one Kafka request per operation, on `__cluster_metadata-0`.
 
 One client class per workload (`AppendClient`, `KvClient`, `BrokersClient`; the target maps each
-workload's name to its class), over `ReferenceClient`'s connections and leader discovery:
-
-- append V: Produce (acks=-1) of one record whose value is the ASCII decimal of V; ok with the
-  base offset.
-- read F: Fetch from F as a consumer (replica_id -1, no wait); ok with the high watermark and the
-  records below it. A reply whose records stop short of the high watermark (size limit) is a
-  `fail`: a read has no effect, and a partial one proves nothing. Below the log start offset (the
-  prefix a snapshot replaced, KIP-630) the node answers OFFSET_OUT_OF_RANGE with the partition's
-  `log_start_offset` (else ListOffsets EARLIEST says it): the read is asked once more from there,
-  and its ok value's `from` is where it really started, above the invoke's.
-- kv (`write`, `cas`, `read`, `append` of a key): write and cas are Produce (acks=-1) of one
-  record whose value is the command (`reference_node.raft.image.encode_write` / `encode_cas`);
-  every node applies it to its image when it commits, and the partition response's
-  `error_message` says how a cas came out there: "swapped" or "not-swapped" (anything else: the
-  outcome is unknown, `info`). A read is a consumer Fetch of the topic `__kv_image` from 0: the
-  node's image at its high watermark, one record per key (key and value as JSON). An append is a
-  cas loop: the key read, then a cas from what was read to it with the piece at the end
-  (`workloads.kv.appended`), again while another op changed the key first; only a cas that
-  swapped appended, so the append's outcome is its last cas's (none in time: `fail`).
-- describe (the `brokers` workload, issue 17): a consumer Fetch of `__brokers` partition 0 from
-  0, always of the client's OWN node (never moved to the leader: what a broker serves is the
-  point). The one batch holds (keys are JSON), on a broker only, a record keyed `"self"` (the
-  broker's own report: state, incarnation, epoch, self_fenced, contact_age_ms, offset), then one
-  record per registered broker keyed by its id (`BrokerInfo.to_json()`); ok `{"node", "role",
-  "offset": the partition's high watermark, "self": ... | null, "brokers": {"<id>": ...}}`.
-  BROKER_NOT_AVAILABLE (a broker that does not serve) is fail `broker-not-available`;
-  NOT_LEADER_OR_FOLLOWER (a controller that does not lead) fail `not-leader-or-follower`; a
-  timeout or a lost connection `info`: a describe's outcome is judged by what it says, so an
-  unknown one is never passed off as a refusal.
+workload's name to its class), over `ReferenceClient`'s connections and leader discovery. An append
+is a Produce (acks=-1), a read a consumer Fetch; kv's write and cas are a Produce of a command every
+node applies when it commits, its read a Fetch of the `__kv_image` view; the `brokers` workload's
+describe is a Fetch of the `__brokers` view, always of the client's own node.
 
 What an outcome means: a connection refused, or an error code the node sends only for a request it
 did not append (NOT_LEADER_OR_FOLLOWER, ...), is `fail`; a timeout after sending, a closed
@@ -38,19 +13,11 @@ connection, or REQUEST_TIMED_OUT (the node's "appended, but lost leadership befo
 
 Leader discovery (issue 18): the client starts at its own node and asks Metadata who leads. An
 operation is tried again at once, within its own timeout, after an attempt that certainly changed
-nothing and that another node may accept: the connection refused (or its handshake failed, or a
-node too slow to shake hands in `HANDSHAKE_S`), or a leadership refusal (`LEADERSHIP_REFUSALS`);
-a read, which changes nothing, after any wire error too. The next attempt goes to the leader the
-refusal names (Fetch's `current_leader`, else the refusing node's Metadata) unless this
-operation already tried it, else to the next untried node; when every node has refused (an
-election), after `RETRY_BACKOFF_S` it asks them all again. So an op never appends twice: only its
-last attempt can have appended. No attempt starts with less than `MIN_ATTEMPT_S` left, which
-could only turn a certain failure into an unknown outcome. An idle connection whose node closed
-it (killed) is dropped before a request is written on it: a request sent there would be an
-unknown outcome, though the node can never have read it (over TLS this is not checked).
+nothing (a read after any wire error too), so an op never appends twice: only its last attempt
+can have appended. With an `ssl` context every connection is TLS.
 
-With an `ssl` context (a run with `--node-config security=ssl`) every connection is TLS, with the
-harness's certificate of the run's CA.
+Details (each op, the retry rules, idle connections, TLS):
+docs/internals/targets.md#reference_client
 """
 
 from __future__ import annotations

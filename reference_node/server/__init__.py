@@ -11,13 +11,9 @@ reset, truncation, appends and flush go as one job to one disk thread (`disk_job
 `storage_adapter.Disk`, group commit), so the loop keeps serving while fsync runs. `process` runs
 the `kraft node` process.
 
-- `listener` accepts connections and frames requests (`wire.codec`); requests of one connection
-  run concurrently, responses go back in request order; bad bytes close only that connection.
-- `routing.Routing.dispatch` sends Vote, BeginQuorumEpoch, EndQuorumEpoch and replica Fetches
-  (replica id >= 0) to the core through `translate` (kio <-> core messages), the rest to
-  `client_api` (ApiVersions, Metadata, Produce, consumer Fetch, ListOffsets, DescribeQuorum).
-- `peer_rpc` sends the core's requests to the other nodes through `peers`, which holds one
-  outbound connection per voter, at its `controller.quorum.voters` address.
-- `events` writes events.jsonl (docs/contracts.md); `metrics` serves the KIP-595 raft-manager
-  metrics in Prometheus text format on `metrics.port`.
+Around the host: `listener` (connections and framing), `routing` (Raft requests to the core through
+`translate`, the rest to `client_api`), `peer_rpc` and `peers` (the other nodes), `events` and
+`metrics`.
+
+Details (what each of those modules does): docs/internals/node.md#server
 """

@@ -7,58 +7,14 @@ core: linearizable, unless `read.mode=leader` turned on its stale-leader-reads s
 and DescribeQuorum, and KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
 The log keeps each record's value and nothing else (docs/contracts.md). What it cannot keep is
-refused, never dropped: a record with a key, headers or a null value gets INVALID_RECORD (as Kafka
-refuses a keyless record on a compacted topic), and a ListOffsets lookup by timestamp gets
-UNSUPPORTED_FOR_MESSAGE_FORMAT (Kafka's answer for a log without timestamps; Fetch stamps records
-with the time they are read). Otherwise the answers follow Kafka's: a partition without a leader
-is a partition error in Metadata, not a topic error; ListOffsets "latest" is OFFSET_NOT_AVAILABLE
-while a new leader does not know its high watermark.
+refused, never dropped; otherwise the answers follow Kafka's. The `kv` workload rides on the same
+APIs (a write or cas is a Produce of a kv command, a read a Fetch of the view `__kv_image`), and
+so do the brokers of issue 17 (the view `__brokers`). Each handler describes its response once,
+version-free, and `kiobuild.build` fits it to the version asked. Handlers raise nothing for
+anything a client sends: a request that cannot be served gets its error code.
 
-The `kv` workload (docs/contracts.md) rides on the same APIs. A write or cas is a Produce of one
-record whose value is a kv command (`raft.image.encode_write` / `encode_cas`); the node answers,
-when the record committed, with what applying it did in the partition's `error_message` (Produce
-v8+): "swapped" or "not-swapped" for a cas, null otherwise. A read is a consumer Fetch of the
-topic `__kv_image` partition 0: the core confirms leadership as for a log read and answers the
-state machine's kv map at the high watermark, served as one batch of records (key = the JSON of
-the kv key, value = the JSON of its value, offsets 0, 1, ... in key order) whose partition high
-watermark is that of the image. The image is served whole, whatever the partition's max bytes,
-as Kafka serves a first batch larger than the limit: a partial map would be a read of nothing.
-
-KIP-630: the log may start above 0. A consumer Fetch below the log start offset gets
-OFFSET_OUT_OF_RANGE with the partition's `log_start_offset` set (Kafka's answer; the client goes on
-from there), and ListOffsets EARLIEST answers the log start offset.
-
-KIP-853. DescribeQuorum v2 names each replica's directory id and lists the voters' endpoints
-(`Nodes`, from the voter set in effect). The voter RPCs check what Kafka's KafkaRaftClient checks
-before its handlers, in its order (the cluster id: INCONSISTENT_CLUSTER_ID; leadership:
-NOT_LEADER_OR_FOLLOWER, or for UpdateRaftVoter a stale or future epoch; a voter key without a
-non-negative id and a directory id, or without an endpoint on the controller listener:
-INVALID_REQUEST), then step the change into the core and answer its `VoterChangeReply`: NONE once
-the new voter set commits, or the core's refusal (membership.py). A reply that does not come
-within the request's own timeout plus `VOTER_CHANGE_GRACE_S` is REQUEST_TIMED_OUT, which Kafka's
-clients read as "may still happen".
-
-Brokers (issue 17). The topic view `__brokers` partition 0 is read like `__kv_image`: a consumer
-Fetch from offset 0 gets one batch, keys and values JSON. On a node with the broker role the first
-record is key `"self"` (the JSON string) with this broker's own report
-(`{"node", "role": "broker", "state", "incarnation", "epoch", "self_fenced", "contact_age_ms",
-"offset"}`); then one record per registered broker, ascending id, key the JSON of the id, value
-`BrokerInfo.to_json()`. A controller answers it only as the leader, through the core
-(`ClientRead(image=True)`: the image at the high watermark, linearizable, NOT_LEADER_OR_FOLLOWER
-elsewhere); a broker answers from its own image at once, and with BROKER_NOT_AVAILABLE while it
-is not serving (not unfenced by the controller, or fenced by itself for want of an answered
-heartbeat). The partition high watermark is the end offset of the image the view is of. On a
-broker, Metadata lists as brokers the unfenced brokers of its image at their registered
-endpoints (a controller lists the voters, as before) and names itself as the controller (Kafka's
-brokers name a live broker; its clients send admin requests there); while it is not serving it
-lists no broker and every topic gets BROKER_NOT_AVAILABLE. ApiVersions on a broker-only node
-(a broker node) leaves out the controllers' BrokerRegistration and BrokerHeartbeat. A Produce whose record value
-decodes as a broker record (`raft.records.decode_broker_record`) is refused with INVALID_RECORD:
-only the active controller writes them.
-
-Each handler describes its response once, version-free, and `kiobuild.build` fits it to the
-version asked. Handlers raise nothing for anything a client sends: a request that cannot be
-served gets its error code.
+Details (what is refused, kv, KIP-630's log start, KIP-853's voter RPCs, brokers):
+docs/internals/node.md#client_api
 """
 
 from __future__ import annotations

@@ -2,28 +2,17 @@
 
 Each connection may pipeline requests (librdkafka keeps many Produce requests in flight). Every
 request is handled at once, so that a Produce waiting for the high watermark does not hold up
-the next one, but responses are written in request order, as Kafka's clients require. A handler
-returns an awaitable of its answer: a coroutine runs as the request's own task, and a future (a
-Produce's commit) is waited on by a callback, with no task at all. A handler's synchronous prefix
-runs in arrival order, which keeps appends from one connection in order. A client that
-half-closes after its last request still gets every answer to the requests read before its EOF;
-then the connection closes.
+the next one, but responses are written in request order, as Kafka's clients require. A handler's
+synchronous prefix runs in arrival order, which keeps appends from one connection in order.
 
-Whatever bytes arrive, the damage stays within the connection: a frame that cannot be decoded is
-logged and closes that connection only; an exception in a handler is a bug, logged, and also closes
-only that connection. Those WARNING lines are throttled (one per `WARNING_INTERVAL_S`, the next one
-counting those left out), so that a flood of bad connections cannot flood the log.
+Whatever bytes arrive, the damage stays within the connection: a frame that cannot be decoded, or
+an exception in a handler (a bug), is logged and closes that connection only, and those warnings
+are throttled. Memory is bounded as Kafka's SocketServer bounds it (`ConnectionLimits`): a frame
+larger than `socket.request.max.bytes` closes its connection, a large frame is read on only once
+its size is reserved from one pool shared by all connections (`queued.max.request.bytes`,
+`RequestMemory`), and an idle connection is closed after `connections.max.idle.ms`.
 
-Memory is bounded as Kafka's SocketServer bounds it (`ConnectionLimits`): a frame larger than
-`socket.request.max.bytes` closes its connection before a byte of it is buffered, and a frame
-that does not arrive in one read (larger than `_READ_SIZE`) is read on only once its whole size
-is reserved from one pool shared by all connections (`queued.max.request.bytes`, `RequestMemory`);
-until then that connection is not read (Kafka mutes it), and the reservation ends when the frame
-is decoded. So buffered request bytes stay below the pool plus `2 * _READ_SIZE` per connection.
-Small frames, every Raft request among them, never wait for the pool: a stranger holding it with
-half-sent frames delays large Produce requests only. A connection that sends nothing and has no
-request in flight for `connections.max.idle.ms` is closed, as is one that waits that long for the
-pool.
+Details (awaitables, half-close, the throttle, the memory bound): docs/internals/node.md#listener
 """
 
 from __future__ import annotations

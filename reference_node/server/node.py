@@ -10,16 +10,11 @@
 - `core_events.CoreEvents`: events.jsonl, logs and election latency; `gauges`: the metrics.
 `process` runs a NodeHost as the `kraft node` process.
 
-The core is built from the disk: the quorum state, the log, and the latest valid snapshot (its
-image, the valid snapshot ids, the log start and its epoch: `Disk.open_snapshots`), whose files it
-reads for FetchSnapshot through `Disk.snapshot_reader`. KIP-853: with the static voter set of
-`controller.quorum.voters` (none when the key is unset: the set then comes from the bootstrap
-checkpoint `kraft node format` wrote, a snapshot, or the log), this replica's directory id, and
-one pseudo id per `controller.quorum.bootstrap.servers` address (-2, -3, ..., as Kafka numbers
-them), which `Peers` maps to that address. Who is a voter is the core's to say, never the
-configuration's. A node with `broker` among its `process.roles` (issue 17) builds its core with a
-`BrokerIdentity`: an incarnation id made at process start (a UUIDv7: a later start compares
-greater) and the client endpoint it advertises (`NodeConfig.advertised`).
+The core is built from the disk (the quorum state, the log, the latest valid snapshot) and from
+the configuration (the static voters if any, this replica's directory id, the bootstrap servers, a
+broker's identity). Who is a voter is the core's to say, never the configuration's.
+
+Details (what the core is built from): docs/internals/node.md#node
 """
 
 from __future__ import annotations

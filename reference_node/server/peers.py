@@ -1,30 +1,21 @@
 """Outbound connections to the other replicas: the voters, and the bootstrap servers.
 
-Where a peer is reached, in order of precedence: this node's own routes (`controller.quorum.voters`,
-and the bootstrap servers of `controller.quorum.bootstrap.servers` under the negative pseudo ids
-the core knows them by), which nothing overrides (in the local backend they are the harness's
-proxies); then what the node learned (`learn`): the endpoints of the voter sets it has seen
-(KIP-853's VotersRecords), and a leader found behind a bootstrap server. A learned address is
-never forgotten, only replaced: a voter removed from the set may still lead until its removal
-commits, and an observer still fetches from it. When a peer's address changes, its connection is
-dropped, so that the next request dials the new one.
+Where a peer is reached: this node's own routes (`controller.quorum.voters` and the bootstrap
+servers), which nothing overrides, then what the node learned (`learn`: the endpoints of the voter
+sets it has seen, a leader found behind a bootstrap server). A learned address is never forgotten,
+only replaced; when a peer's address changes, its connection is dropped.
 
 One pipelined connection per peer, opened on first use and dropped on any failure; the next send
 opens a new one. A failed send is reported to the caller (the host tells the core, which decides
 when to retry): this module never retries by itself, so the core's timers stay the only clock.
-A peer whose connection just failed is not dialled again for `retry_backoff_ms`, so that a dead
-voter costs one refused connect per backoff, not one per message.
+A peer whose connection just failed is not dialled again for `retry_backoff_ms`.
 
-Versions are negotiated as Kafka's NetworkClient does. On every new connection, before any Raft
-request, the node sends ApiVersions (at its highest version; a peer that does not know it answers
-v0 with UNSUPPORTED_VERSION and its own range, and the node asks again within that range) and
-keeps the peer's ranges for the life of the connection, so a restarted or upgraded peer is asked
-again on the next connection. Each request is then built at the highest version that both the
-peer lists and can carry the request (`Outbound.versions`: e.g. a pre-vote only from Vote v2, a
-Raft Fetch only from v12). When there is none the request is not sent: it fails like a send that
-never left (`VersionMismatch`, `certainly_not_sent`), which the core's timers retry like any
-failed send, and a warning names the peer, the request and both ranges, at most once per
-`mismatch_log_interval_s` for the same peer, request and ranges.
+Versions are negotiated as Kafka's NetworkClient does: ApiVersions first on every new connection,
+then each request at the highest version that both the peer lists and can carry it; when there is
+none the request fails unsent (`VersionMismatch`), and the core's timers retry it like any failed
+send.
+
+Details (the precedence of routes, the backoff, the negotiation): docs/internals/node.md#peers
 """
 
 from __future__ import annotations

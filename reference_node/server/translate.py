@@ -4,44 +4,17 @@ The core's messages carry only the partition-level data of one partition; the wi
 topics and partitions and spreads it over versions. Inbound, a request that does not name exactly
 `__cluster_metadata-0` is refused before the core sees it (`NotOurPartition`). Outbound, a request
 is built at the version negotiated with the peer (`peers.py`), within the versions that can carry
-it (`request_versions`). Fields a lower version lacks are dropped as Kafka's serializers drop its
-ignorable fields (KIP-853's voter and directory ids and endpoints; EndQuorumEpoch v0 carries the
-successors as PreferredSuccessors). Two requests cannot be expressed lower and are never
-downgraded: a pre-vote needs Vote v2 (KIP-996; below it the request would be a real vote, and
-Kafka's serializer refuses PreVote=true below v2), and a Raft Fetch needs v12 (LastFetchedEpoch,
-not ignorable in Kafka, and the response's CurrentLeader and DivergingEpoch exist only from v12).
-Such a request fails unsent, like any failed send. Kafka differs for the pre-vote: its network
-channel answers the raft client UNSUPPORTED_VERSION, and a prospective voter then becomes a
-candidate at once (KafkaRaftClient.handleVoteResponse); the core here is not told, so a pre-vote
-that needs a majority of voters without Vote v2 never wins.
+it (`request_versions`): fields a lower version lacks are dropped as Kafka's serializers drop its
+ignorable fields, and the two requests that cannot be expressed lower (a pre-vote, a Raft Fetch)
+fail unsent, like any failed send.
 
-KIP-630 rides on the same partition: a Fetch response names the snapshot to fetch in its
-`SnapshotId` (tagged, v12+; -1/-1 is none), and FetchSnapshot (every version kio knows) carries
-the snapshot id, the byte position and MaxBytes one way, a chunk of the file (UnalignedRecords:
-raw bytes, not cut at batch boundaries) with the file's size the other.
+The same translation carries KIP-630's FetchSnapshot, KIP-853's endpoints and directory ids, the
+control records (`LEADER_CHANGE`, `VOTERS`, `KRAFT_VERSION`; a voter record that does not decode
+is refused, never skipped) and the brokers' BrokerRegistration and BrokerHeartbeat (issue 17),
+refusing here what the core cannot take (`BadBrokerRequest`).
 
-KIP-853 endpoints ride along: every Raft response we send lists our client address in
-`node_endpoints`, and BeginQuorumEpoch lists it in `leader_endpoints`, so that each node learns
-where clients should reach the others (what Metadata advertises) without extra configuration.
-
-KIP-853's fetcher directory id rides in Fetch v17's `ReplicaDirectoryId` (a tagged field of the
-partition); Fetch v13+ names the topic by id (Kafka's `METADATA_TOPIC_ID`, AAAAAAAAAAAAAAAAAAAAAQ)
-and v15+ moves ReplicaId into `ReplicaState`. Both directions handle every version kio knows, so
-that Fetch's range in `apis.SUPPORTED_APIS` alone decides whether the directory id is carried.
-
-Entries and records: the core's `LEADER_CHANGE`, `VOTERS` and `KRAFT_VERSION` entries are Kafka's
-LeaderChangeMessage, VotersRecord and KRaftVersionRecord control records
-(`reference_node.storage.kraft_records` maps the last two), in the log and in Fetch responses
-alike. A voter record that does not decode is refused (`UnreadableControlRecord`), never skipped:
-a replica that ignored one would count votes against the wrong set.
-
-Brokers (issue 17). BrokerRegistration (api 62) and BrokerHeartbeat (api 63) are not Raft RPCs:
-they carry no partition, epoch or leader, and the core's messages for them
-(`m.BrokerRegistrationRequest` ...) map field for field. A registration names the broker's client
-listener as `Listeners[0]` (name, host, port, security protocol) and sends no features, rack or
-log dirs; the controller reads the first listener only. Inbound, what the core cannot take is
-refused here with INVALID_REQUEST before it sees it (`BadBrokerRequest`): no listener, or no
-incarnation id (null or Kafka's zero Uuid). Heartbeat v0 and v1 are the same fields.
+Details (the versions, where Kafka differs on pre-votes, KIP-630, KIP-853, records, brokers):
+docs/internals/node.md#translate
 """
 
 from __future__ import annotations

@@ -2,39 +2,19 @@
 
 A snapshot of the image at `SnapshotId(end_offset, epoch)` is the file
 `<end_offset %020d>-<epoch %010d>.checkpoint` in the partition directory (Kafka's `Snapshots`),
-holding RecordBatch v2 batches exactly as Kafka's `RecordsSnapshotWriter` writes them:
+holding RecordBatch v2 batches exactly as Kafka's `RecordsSnapshotWriter` writes them: a control
+batch (SnapshotHeader, then KIP-853's KRaftVersionRecord and VotersRecord when the image has
+them), the image's records, and a control batch holding the SnapshotFooter.
 
-    control batch   offset 0        SnapshotHeader (version 0, lastContainedLogTimestamp)
-                    offset 1        KRaftVersionRecord (kraft.version)    } KIP-853, when the image
-                    offset 2        VotersRecord (the voter set)          } has them (below)
-    data batches    offsets k..n    the image's records (`Image.to_records()`)
-    control batch   offset n + 1    SnapshotFooter (version 0)
+`encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too).
+`decode_snapshot` is the only door through which bytes become an `Image`, and it refuses (one
+`SnapshotError` line) anything Kafka's reader would. The bootstrap checkpoint (0-0) that `kraft
+node format` writes is Kafka's too (`encode_bootstrap`). `SnapshotFiles` is the server's side:
+durable writes, chunked reads for FetchSnapshot, deletion, and at start the latest valid snapshot,
+skipping (and naming) the corrupt ones.
 
-Offsets inside a snapshot count from 0; every batch carries the snapshot's epoch as its
-partition leader epoch. The control payloads are Kafka's messages as kio writes them (their
-first field is their own int16 version, as for LeaderChange).
-
-KIP-853: an image with a voter set (or kraft.version >= 1) gets Kafka's KRaftVersionRecord and
-VotersRecord in the header's batch, as Kafka's `RecordsSnapshotWriter` puts them: that is where
-Kafka's tools and replicas read a snapshot's voters. The image header record carries the same two
-fields (`Image.to_records`); `decode_snapshot` refuses a snapshot where they disagree, and takes
-the control records' when only they are there (a snapshot Kafka wrote).
-
-The bootstrap checkpoint (`BOOTSTRAP_SNAPSHOT_ID`, 0-0) that `kraft node format --standalone /
---initial-controllers` writes is Kafka's: SnapshotHeader, KRaftVersionRecord(1), VotersRecord,
-SnapshotFooter, and no data record (`encode_bootstrap`); it decodes to the empty image at 0-0 with
-those voters. Only a 0-0 snapshot may hold no image records. As in Kafka, it is never served to a
-fetcher (the first leader puts its voters in the log).
-
-`encode_snapshot` / `decode_snapshot` are the pure codec (the simulator uses them too), with the
-data batches in `data_batch`'s fast layout, read back as a Fetch's are. `decode_snapshot` is the
-only door through which bytes become an `Image`, and it refuses (one `SnapshotError` line) anything
-Kafka's reader would: a bad CRC, a missing header or footer, a truncated file, or content that does
-not match the id the file is named after.
-
-`SnapshotFiles` is the server's side: durable writes (`<name>.checkpoint.part`, fsync, rename,
-fsync the directory), chunked reads for FetchSnapshot, deletion, and at start the latest valid
-snapshot, skipping (and naming) the corrupt ones.
+Details (the layout, the voters, the bootstrap checkpoint, what is refused, the durable write):
+docs/internals/storage.md#snapshot
 """
 
 from __future__ import annotations
