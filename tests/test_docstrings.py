@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ("contracts", "checkers", "nemesis", "workloads", "harness", "reference_node", "testkit")
-MAX_LINES = 25
+MAX_LINES = 20
 
 POINTER = re.compile(r"docs/internals/([\w-]+\.md)(?:#([\w-]+))?")
 
