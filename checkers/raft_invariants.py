@@ -28,9 +28,14 @@ def check(nodes: list[NodeData], acked: Iterable[tuple[int, int, int]] = ()) -> 
     for node in nodes:
         _monotonic(node, found)
     committed = _committed(nodes, found)
-    if committed is not None:
-        _acked_committed(committed, acked, found)
-    return found.result(nodes=len(nodes), events=sum(len(n.events) for n in nodes))
+    appends = list(acked)
+    figures: dict[str, int] = {}
+    if committed is not None and appends:
+        _acked_committed(committed, appends, found)
+        # each acknowledged value is judged once: its lost-writes are distinct values
+        figures = {"acknowledged_appends": len(appends),
+                   "lost_acknowledged": found.counts.get("lost-write", 0)}
+    return found.result(nodes=len(nodes), events=sum(len(n.events) for n in nodes), **figures)
 
 
 def _leaders(nodes: list[NodeData], found: Anomalies) -> None:

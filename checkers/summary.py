@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from checkers.history import Op
+from checkers.result import MAX_PER_KIND
 
 SHOWN_PER_KIND = 3
 VALUE_WIDTH = 100
@@ -148,7 +149,7 @@ def _anomalies(anomalies: dict[str, list[dict[str, Any]]], checkers: dict[str, A
                history: Sequence[Op]) -> list[str]:
     if not anomalies:
         return ["anomalies: none"]
-    return ["anomalies:", *_evidence(anomalies, _counts(checkers, "anomaly_counts"), history)]
+    return ["anomalies:", *_evidence(anomalies, _headlines(checkers, "anomaly_counts", anomalies), history)]
 
 
 def _findings(findings: dict[str, list[dict[str, Any]]], checkers: dict[str, Any],
@@ -158,25 +159,69 @@ def _findings(findings: dict[str, list[dict[str, Any]]], checkers: dict[str, Any
     if not findings:
         return []
     return ["findings (anomalies the target does not promise to avoid; not failures):",
-            *_evidence(findings, _counts(checkers, "finding_counts"), history,
+            *_evidence(findings, _headlines(checkers, "finding_counts", findings), history,
                        lambda found: f" (promise not made: {found[0].get('promise')})")]
 
 
-def _counts(checkers: dict[str, Any], field: str) -> dict[str, int]:
-    """Each kind's count (the checkers list at most MAX_PER_KIND; they count them all)."""
+def _headlines(checkers: dict[str, Any], field: str,
+               by_kind: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """What each kind's line says: its count (the checkers list at most MAX_PER_KIND; they count
+    them all, each fact once), and for lost writes how many of the acknowledged appends."""
     counts: dict[str, int] = {}
     for result in checkers.values():
         for kind, count in (result.get(field) or {}).items():
             counts[kind] = max(counts.get(kind, 0), count)
-    return counts
+    headlines = {kind: str(count) for kind, count in counts.items()}
+    lost = _lost_appends(checkers, field, by_kind.get("lost-write") or [])
+    if lost is not None:
+        headlines["lost-write"] = lost
+    return headlines
 
 
-def _evidence(by_kind: dict[str, list[dict[str, Any]]], counts: dict[str, int],
+def _lost_appends(checkers: dict[str, Any], field: str,
+                  listed: list[dict[str, Any]]) -> str | None:
+    """"N of M acknowledged appends lost", from the checkers that judge each acknowledged append
+    (log-anomalies on the reads, raft-invariants on the final logs; each counts distinct values);
+    None when none of them found one. Where two found some, N is the union of the values they
+    listed, or, when a list was cut, at least the larger count."""
+    figures = {name: (result["lost_acknowledged"], result["acknowledged_appends"])
+               for name, result in checkers.items()
+               if type(result.get("lost_acknowledged")) is int
+               and type(result.get("acknowledged_appends")) is int}
+    indeterminate = max((result["lost_indeterminate"] for result in checkers.values()
+                         if type(result.get("lost_indeterminate")) is int), default=0)
+    by_checker = {name: lost for name, (lost, _) in figures.items() if lost}
+    if not by_checker and not indeterminate:
+        return None
+    total = max(acknowledged for _, acknowledged in figures.values())
+    lost = max(by_checker.values(), default=0)
+    line = f"{lost} of {total} acknowledged appends lost"
+    if len(by_checker) > 1:
+        if all((checkers[name].get(field) or {}).get("lost-write", 0) <= MAX_PER_KIND
+               for name in by_checker):
+            union = {found["value"] for found in listed if type(found.get("value")) is int
+                     and found.get("acknowledged") is not False}
+            line = f"{len(union)} of {total} acknowledged appends lost"
+        else:
+            line = f"at least {line}"
+        line += " (" + ", ".join(f"{name}: {count}" for name, count in by_checker.items()) + ")"
+    if indeterminate:
+        line += (f", and {indeterminate} indeterminate append{'s' if indeterminate > 1 else ''} "
+                 f"that reads had shown")
+    # a checker that reports lost writes without judging each value (snapshots: a group of
+    # acknowledged values one of which is missing) is named with its count
+    others = [f"{name}: {(result.get(field) or {})['lost-write']}"
+              for name, result in checkers.items()
+              if name not in figures and "lost-write" in (result.get(field) or {})]
+    return line + (f"; {', '.join(others)}" if others else "")
+
+
+def _evidence(by_kind: dict[str, list[dict[str, Any]]], headlines: dict[str, str],
               history: Sequence[Op],
               note: Callable[[list[dict[str, Any]]], str] = lambda _found: "") -> list[str]:
     lines = []
     for kind, found in by_kind.items():
-        lines.append(f"  {kind}: {counts.get(kind, len(found))}{note(found) if found else ''}")
+        lines.append(f"  {kind}: {headlines.get(kind, len(found))}{note(found) if found else ''}")
         for anomaly in found[:SHOWN_PER_KIND]:
             lines.append(f"    - {anomaly.get('explanation', '')}")
             for index in anomaly.get("ops", []):

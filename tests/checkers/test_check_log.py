@@ -278,6 +278,115 @@ def test_a_phantom_in_the_same_read_does_not_hide_a_lost_write() -> None:
     assert [ack, read] == [i for i in ops_of(result, "lost-write")[0] if i in (ack, read)]
 
 
+def test_a_lost_value_is_one_anomaly_however_many_reads_lack_it() -> None:
+    # 10 and 11 acknowledged, then lost: three reads lack both (six value-read pairs)
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(1, 11, 1)
+    b.append(1, 12, 2)
+    b.read(2, 0, 3, [[0, 10], [1, 11], [2, 12]])  # seen once
+    _, first = b.read(2, 0, 3, [[0, None], [1, None], [2, 12]])
+    b.read(3, 0, 3, [[0, None], [1, None], [2, 12]])
+    _, last = b.read(4, 0, 3, [[0, None], [1, None], [2, 12]])
+    result = verdict(b)
+    log = result["checkers"]["log-anomalies"]
+    assert log["anomaly_counts"] == {"lost-write": 2}
+    lost = result["anomalies"]["lost-write"]
+    assert [a["value"] for a in lost] == [10, 11]
+    assert [(a["witnesses"], a["first_witness"]) for a in lost] == [(3, first), (3, first)]
+    assert all(first in a["ops"] and last not in a["ops"] for a in lost)
+    assert "2 later reads lack it too" in lost[0]["explanation"]
+    assert (log["acknowledged_appends"], log["lost_acknowledged"], log["lost_indeterminate"]) \
+        == (3, 2, 0)
+
+
+def test_the_summary_says_how_many_acknowledged_appends_were_lost() -> None:
+    from checkers import summary
+
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(1, 11, 1)
+    b.append(1, 12, 2)
+    b.read(2, 0, 3, [[0, 10], [1, 11], [2, 12]])
+    for process in (3, 4, 5):
+        b.read(process, 0, 3, [[0, 10], [1, None], [2, 12]])
+    text = summary.render(verdict(b), b.ops)
+    assert "  lost-write: 1 of 3 acknowledged appends lost\n" in text, text
+
+
+def test_lost_writes_past_the_listed_ones_are_at_least_the_larger_count() -> None:
+    from checkers import summary
+    from checkers.result import MAX_PER_KIND
+
+    many = MAX_PER_KIND + 10
+    listed = [{"ops": [], "explanation": f"value {v}", "value": v} for v in range(MAX_PER_KIND)]
+    checkers = {
+        "log-anomalies": {"valid": False, "anomaly_counts": {"lost-write": many},
+                          "acknowledged_appends": 500, "lost_acknowledged": many,
+                          "lost_indeterminate": 0},
+        "raft-invariants": {"valid": False, "anomaly_counts": {"lost-write": 3},
+                            "acknowledged_appends": 500, "lost_acknowledged": 3},
+        "snapshots": {"valid": False, "anomaly_counts": {"lost-write": 1}},
+    }
+    text = summary.render({"valid": False, "checkers": checkers,
+                           "anomalies": {"lost-write": listed}}, [])
+    assert f"  lost-write: at least {many} of 500 acknowledged appends lost (log-anomalies: " \
+        f"{many}, raft-invariants: 3); snapshots: 1\n" in text, text
+
+
+def test_an_indeterminate_append_read_and_then_lost_is_counted_apart() -> None:
+    from checkers import summary
+
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(1, 11, None, "info")
+    b.read(2, 0, 2, [[0, 10], [1, 11]])  # 11 is in the log
+    b.read(3, 0, 2, [[0, 10], [1, None]])  # and then it is not
+    result = verdict(b)
+    log = result["checkers"]["log-anomalies"]
+    [lost] = result["anomalies"]["lost-write"]
+    assert (lost["value"], lost["acknowledged"], lost["witnesses"]) == (11, False, 1)
+    assert (log["acknowledged_appends"], log["lost_acknowledged"], log["lost_indeterminate"]) \
+        == (1, 0, 1)
+    assert "lost-write: 0 of 1 acknowledged appends lost, and 1 indeterminate append that reads " \
+        "had shown" in summary.render(result, b.ops)
+
+
+def test_a_read_lacking_a_duplicated_value_twice_is_one_witness() -> None:
+    b = Builder()
+    b.append(1, 10, 0)
+    b.read(2, 0, 2, [[0, 10], [1, 10]])  # 10 at two offsets
+    _, first = b.read(3, 0, 2, [[0, None], [1, None]])  # lacks it at both
+    b.read(4, 0, 2, [[0, None], [1, None]])
+    result = verdict(b)
+    [lost] = result["anomalies"]["lost-write"]
+    assert (lost["witnesses"], lost["first_witness"]) == (2, first)
+
+
+def test_a_value_at_three_offsets_is_one_duplicate() -> None:
+    b = Builder()
+    _, ack = b.append(1, 10, 0)
+    _, read = b.read(2, 0, 3, [[0, 10], [1, 10], [2, 10]])
+    result = verdict(b)
+    assert result["checkers"]["log-anomalies"]["anomaly_counts"] == {"duplicate": 1}
+    [duplicate] = result["anomalies"]["duplicate"]
+    assert (duplicate["value"], duplicate["offsets"], duplicate["ops"]) == (10, [0, 1, 2], [ack, read])
+
+
+def test_an_offset_with_three_values_is_one_inconsistency() -> None:
+    b = Builder()
+    _, ack = b.append(1, 10, 0)
+    b.append(1, 11, None, "info")
+    b.append(1, 12, None, "info")
+    _, r1 = b.read(2, 0, 1, [[0, 11]])
+    _, r2 = b.read(3, 0, 1, [[0, 12]])
+    result = verdict(b)
+    assert result["checkers"]["log-anomalies"]["anomaly_counts"]["inconsistent-offsets"] == 1
+    [inconsistent] = result["anomalies"]["inconsistent-offsets"]
+    assert (inconsistent["offset"], inconsistent["values"], inconsistent["ops"]) \
+        == (0, [10, 11, 12], [ack, r1, r2])
+
+
 def test_malformed_record_names_the_op_and_record() -> None:
     b = Builder()
     b.append(1, 10, 0)

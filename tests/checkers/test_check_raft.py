@@ -103,6 +103,26 @@ def test_acknowledged_append_missing_from_the_final_committed_log(tmp_path: Path
                             [(1, 10, 1), (3, 11, 2), (5, 14, 3)])
     assert result["anomaly_types"] == ["lost-write"]
     assert sorted(a["value"] for a in result["anomalies"]["lost-write"]) == [11, 14]
+    assert (result["acknowledged_appends"], result["lost_acknowledged"]) == (3, 2)
+
+
+def test_the_summary_counts_the_values_two_checkers_found_lost_once(tmp_path: Path) -> None:
+    from checkers import summary
+
+    b = Builder()
+    b.append(1, 10, 0)
+    b.append(1, 11, 1)
+    b.append(1, 12, 2)
+    b.read(2, 0, 3, [[0, 10], [1, None], [2, 12]])  # lacks 11
+    b.read(3, 0, 3, [[0, 10], [1, None], [2, 12]])
+    # the node's final log lacks 12 (and has 11): each checker proves one value lost
+    run = write_run(tmp_path, b.ops, nodes={"n1": node_files([10, 11, 99], 3)})
+    result = workloads.check_run(run)
+    figures = {name: result["checkers"][name]["lost_acknowledged"]
+               for name in ("log-anomalies", "raft-invariants")}
+    assert figures == {"log-anomalies": 1, "raft-invariants": 1}
+    assert "  lost-write: 2 of 3 acknowledged appends lost (log-anomalies: 1, raft-invariants: 1)" \
+        "\n" in summary.render(result, b.ops)
 
 
 def test_torn_last_event_line_is_tolerated(tmp_path: Path) -> None:

@@ -76,6 +76,10 @@ def test_a_lost_write_is_a_finding_for_a_target_that_does_not_promise_durability
     finding = result["findings"]["lost-write"][0]
     assert {ack, read} <= set(finding["ops"])
     assert finding["promise"] == "acked-writes-durable"
+    # the summary counts it among the findings as it would among the anomalies
+    from checkers import summary
+    assert "  lost-write: 1 of 2 acknowledged appends lost (promise not made: " \
+        "acked-writes-durable)\n" in summary.render(result, b.ops)
 
 
 def test_a_duplicate_is_a_finding_only_without_the_no_duplicates_promise() -> None:

@@ -138,6 +138,48 @@ def test_run_tuple_skips_what_kraft_check_cannot_read(tmp_path: Path) -> None:
     assert row["lines"] == 51 and row["ops"] is None
 
 
+def test_a_run_stored_with_a_lost_write_per_lacking_read_is_rechecked_to_one_per_value(
+        tmp_path: Path) -> None:
+    # 11 is acknowledged at offset 1, then three reads lack it: results.json of before counted
+    # three lost writes (one per read); the re-check counts the value once, with its witnesses,
+    # and the pipeline's row, which counts runs per kind, names the same kinds either way.
+    ops: list[dict] = []
+
+    def op(process: int, type_: str, f: str, value: dict) -> int:
+        ops.append({"index": len(ops), "time": len(ops) * 1_000_000, "process": process,
+                    "type": type_, "f": f, "value": value, "node": "n1"})
+        return len(ops) - 1
+
+    for value, offset in ((10, 0), (11, 1)):
+        op(1, "invoke", "append", {"value": value})
+        op(1, "ok", "append", {"value": value, "offset": offset})
+    reads = []
+    for process in (2, 3, 4):
+        op(process, "invoke", "read", {"from": 0})
+        reads.append(op(process, "ok", "read", {"from": 0, "hw": 2,
+                                                "records": [[0, 10], [1, None]]}))
+    run = tmp_path / "append" / "20240601T120000.000000"
+    run.mkdir(parents=True)
+    (run / "test.json").write_text(json.dumps({"name": "append", "target": "reference",
+                                               "workload": "append", "nemesis": []}))
+    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+    pairs = [{"ops": [2, 3, read], "explanation": f"value 11 ... read (op {read}) lacks it",
+              "value": 11, "offset": 1} for read in reads]
+    (run / "results.json").write_text(json.dumps({
+        "valid": False, "anomaly_types": ["lost-write"], "anomalies": {"lost-write": pairs},
+        "checkers": {"log-anomalies": {"valid": False, "anomaly_types": ["lost-write"],
+                                       "anomalies": {"lost-write": pairs},
+                                       "anomaly_counts": {"lost-write": 3}}}}))
+    row = field_map(runinfo.run_tuple("append/1", str(run), runinfo.load_check_run()))
+    assert row["problem"] is None
+    assert (row["stored_valid"], row["valid"]) == ("false", "false")
+    assert row["stored_anomalies"] == row["anomalies"] == ["lost-write"]
+    log = workloads.check_run(run)["checkers"]["log-anomalies"]
+    assert log["anomaly_counts"] == {"lost-write": 1}
+    [lost] = log["anomalies"]["lost-write"]
+    assert (lost["value"], lost["witnesses"], lost["first_witness"]) == (11, 3, reads[0])
+
+
 @pytest.mark.parametrize(("results", "kinds"), [
     ({"valid": True, "checkers": {"a": {"valid": True}}}, []),
     ({"valid": False, "checkers": {"a": {"valid": False, "anomaly_types": ["lost-write"]}}},
