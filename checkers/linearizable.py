@@ -6,9 +6,9 @@ linearizable iff every key's sub-history is) and each part is searched with Wing
 parts in order of key, under one shared budget of states explored (`wgl`). Failed operations had
 no effect and observed nothing, so they are dropped; so are reads whose outcome is unknown. A write
 or cas whose outcome is unknown (`info`, or never completed) may take effect at any time after
-its invoke. A part
-that the budget cannot decide makes the verdict "unknown", unless another part is proved
-non-linearizable; the result says how many states were explored, and of how many allowed.
+its invoke. A part the budget cannot decide is listed in `undecided` whatever the others gave: the
+verdict is "unknown", or false when another part is proved non-linearizable (so that a finding on
+one key never hides a key left unjudged). Details: docs/internals/checkers.md#linearizable
 
 The default budget, 2 x 10^7 states, is about 40 s of one core of the machine that set it (some
 500,000 states a second). The costliest histories in use stay well under it: at most 68 states
@@ -24,7 +24,7 @@ from typing import Any
 from checkers.append_history import InputError
 from checkers.history import Op, open_invokes, pairs
 from checkers.models import Call, Model, Register
-from checkers.result import UNKNOWN, Anomalies
+from checkers.result import MAX_PER_KIND, UNKNOWN, Anomalies
 from checkers.wgl import Operation, Outcome, search
 
 DEFAULT_MAX_STATES = 20_000_000
@@ -47,7 +47,8 @@ def check(history: Sequence[Op], model_name: str = "register",
         elif not outcome.linearizable and outcome.stuck is not None:
             _report(found, history, key, ops, outcome)
     result = found.result(model=model_name, keys=len(parts), states_explored=explored,
-                          max_states=max_states)
+                          max_states=max_states, undecided=undecided[:MAX_PER_KIND],
+                          undecided_keys=len(undecided))
     if not found and undecided:
         result["valid"] = UNKNOWN
         result["error"] = (f"search budget spent: {explored} states explored of at most "

@@ -82,9 +82,23 @@ def _availability(figures: dict[str, Any]) -> list[str]:
 def _checkers(checkers: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["checkers:"]
     for name, result in checkers.items():
-        note = f"  ({result['error']})" if result.get("error") else ""
+        why = result.get("error") or _undecided(result)
+        note = f"  ({why})" if why else ""
         lines.append(f"  {name:<18} {_verdict(result.get('valid')).split(' ')[0].lower()}{note}")
     return lines
+
+
+def _undecided(result: dict[str, Any]) -> str:
+    """The keys a search left undecided beside a verdict it did reach (an unknown one says so in
+    its error): a violation on one key never hides a key the budget could not judge."""
+    keys = result.get("undecided")
+    if not isinstance(keys, list) or not keys:
+        return ""
+    count = result.get("undecided_keys")
+    count = count if type(count) is int else len(keys)
+    shown = ", ".join(map(str, keys[:10])) + (", ..." if count > 10 else "")
+    return (f"{count} key(s) undecided: search budget spent, {result.get('states_explored')} "
+            f"states explored of at most {result.get('max_states')}: {shown}")
 
 
 def _snapshots(result: dict[str, Any]) -> list[str]:

@@ -242,6 +242,10 @@ def _checkers(results: dict[str, Any]) -> str:
         verdict = VERDICT_OF.get(result.get("valid"), "unknown")
         counts = result.get("anomaly_counts") or {}
         found = ", ".join(f"{kind}: {n}" for kind, n in counts.items()) if isinstance(counts, dict) else ""
+        undecided = result.get("undecided")  # keys a search left unjudged beside its verdict
+        if isinstance(undecided, list) and undecided and not result.get("error"):
+            found = "; ".join(filter(None, [found, "undecided key(s): "
+                                            + ", ".join(map(str, undecided[:10]))]))
         rows.append(f"<tr><td>{html.escape(str(name))}</td><td>{_badge(verdict)}</td>"
                     f"<td class='kinds'>{html.escape(found or str(result.get('error') or ''))}</td></tr>")
     return ("<h2>Checkers</h2><table><thead><tr><th>checker</th><th>verdict</th><th>anomalies</th>"

@@ -94,18 +94,18 @@ def test_kv_keys_are_independent() -> None:
     assert result["anomalies"]["nonlinearizable"][0]["key"] == "y"
 
 
-def explosive() -> list[Op]:
+def explosive(b: Builder | None = None, key: Any = "x") -> list[Op]:
     """Many concurrent info writes of distinct values, and reads of a value none wrote: no
-    linearization, and a search space far beyond any budget."""
-    b = Builder()
+    linearization, and a search space far beyond any budget (added to `b`'s ops when given)."""
+    b = b or Builder()
     for process in range(18):
-        b.invoke(process, "write", {"key": "x", "value": process})
+        b.invoke(process, "write", {"key": key, "value": process})
     for process in range(18):
-        b.invoke(100 + process, "read", {"key": "x"})
+        b.invoke(100 + process, "read", {"key": key})
     for process in range(18):
         b.complete(process, "info", None)
     for process in range(18):
-        b.complete(100 + process, "ok", {"key": "x", "value": -1})
+        b.complete(100 + process, "ok", {"key": key, "value": -1})
     return b.ops
 
 
@@ -116,6 +116,27 @@ def test_spent_budget_gives_unknown_not_a_pass_and_says_how_far_it_got() -> None
     assert (searched["states_explored"], searched["max_states"]) == (5000, 5000)
     assert "5000 states explored of at most 5000" in searched["error"]
     assert "'x'" in searched["error"]
+    assert (searched["undecided"], searched["undecided_keys"]) == (["'x'"], 1)
+
+
+def test_a_violation_on_one_key_and_a_spent_budget_on_another_are_both_said() -> None:
+    from checkers import summary
+
+    b = Builder()
+    b.r_write(1, 0, 1)
+    b.r_read(2, 0, 2)  # key 0 never held 2
+    needed = linearizable.check(b.ops, "kv")["states_explored"]  # what deciding key 0 takes
+    explosive(b, key=1)
+    test = {"workload": "kv", "checker": {"max_states": needed + 100}}
+    result = workloads.check(b.ops, test)
+    searched = result["checkers"]["linearizable"]
+    assert result["valid"] is False and searched["valid"] is False  # a violation is a violation
+    assert [a["key"] for a in result["anomalies"]["nonlinearizable"]] == [0]
+    assert (searched["undecided"], searched["undecided_keys"]) == (["1"], 1)
+    assert searched["states_explored"] == needed + 100
+    text = summary.render(result, b.ops)
+    assert "linearizable       invalid  (1 key(s) undecided: search budget spent, " \
+        f"{needed + 100} states explored of at most {needed + 100}: 1)" in text, text
 
 
 def test_the_verdict_is_the_same_on_any_machine(monkeypatch: pytest.MonkeyPatch) -> None:

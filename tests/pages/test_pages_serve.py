@@ -124,3 +124,12 @@ def test_kraft_serve_refuses_a_missing_directory(tmp_path: Path, capsys: pytest.
     assert kraft(["serve", str(tmp_path / "nowhere")]) == 64
     assert "is not a directory" in capsys.readouterr().err
     assert kraft(["serve", "--help"]) == 0
+
+
+def test_the_run_page_names_the_keys_a_search_left_undecided_beside_its_violation() -> None:
+    from harness import serve
+
+    searched = {"valid": False, "anomaly_counts": {"nonlinearizable": 1},
+                "undecided": ["1", "'y'"], "undecided_keys": 2}
+    assert "nonlinearizable: 1; undecided key(s): 1, &#x27;y&#x27;" in \
+        serve._checkers({"checkers": {"linearizable": searched}})
