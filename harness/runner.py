@@ -7,6 +7,7 @@
     run        the workload's generator on client processes, the nemesis schedule beside it,
                until the time limit
     final      stop and heal every fault, wait for the cluster to recover, read from every node
+               (each node's final read answered by that node, or failed)
     check      the workload's checkers on the history -> results.json; plots; the summary
 
 A failure of the infrastructure (a node that will not start, a backend error, a nemesis that
@@ -400,25 +401,45 @@ def _stop_if_unrecorded(history: History) -> None:
 def _final_reads(config: TestConfig, workload: Workload, history: History,
                  make_client: Callable[[str], Callable[[], Client]], process: int,
                  log: Callable[[str], None]) -> None:
-    """The workload's final reads (one, or one per key) from every node, each retried (each try
-    in the history) until it succeeds, the node refuses it for good (the workload's
-    `final_refusals`), or the recovery time runs out."""
+    """The workload's final reads (one, or one per key), asked of every node in turn, each of
+    that node alone (a client never moves a final op to another node: what it answers is a
+    statement about that node), each retried (each try in the history) until it succeeds, the
+    node refuses it for good (the workload's `final_refusals`), or the recovery time runs out. A
+    read that no node answered is asked of every node again while the recovery time lasts (on a
+    target whose followers serve no reads, the leader may have moved during the round)."""
     deadline = time.monotonic() + config.recovery_time
-    reads = workload.final_ops()
     # refusals that are a node's settled answer (a controller that does not lead refuses a
     # describe for good): asking again would only spend the recovery time
     settled = frozenset(getattr(workload, "final_refusals", ()))
+    unanswered = workload.final_ops()
+    while True:
+        answered, process = _final_round(config, unanswered, history, make_client, process,
+                                         settled, deadline, log)
+        unanswered = [read for i, read in enumerate(unanswered) if i not in answered]
+        if not unanswered or time.monotonic() >= deadline:
+            return
+
+
+def _final_round(config: TestConfig, reads: list[Op], history: History,
+                 make_client: Callable[[str], Callable[[], Client]], process: int,
+                 settled: frozenset[str], deadline: float,
+                 log: Callable[[str], None]) -> tuple[set[int], int]:
+    """`reads` asked of every node once (each retried as `_final_reads` says): the positions of
+    those some node answered ok, and the next free process number. Once a node has refused one
+    read for good, its refusals of the next are taken at the first answer."""
+    answered: set[int] = set()
     for node in config.all_nodes():
         open_client = make_client(node)
         client: Client | None = None
+        patience = FINAL_SETTLE
 
         def client_for(open_client: Callable[[], Client] = open_client) -> Client:
             nonlocal client
             if client is None:
                 client = open_client()
             return client
-        for read in reads:
-            settle = time.monotonic() + FINAL_SETTLE
+        for position, read in enumerate(reads):
+            settle = time.monotonic() + patience
             while True:
                 invoke = history.record({**read, "process": process})
                 done = history.record(perform(invoke, client_for, config.op_timeout))
@@ -429,14 +450,22 @@ def _final_reads(config: TestConfig, workload: Workload, history: History,
                         _close(client)
                         client = None
                 give_up = min(deadline, settle) if done.get("error") in settled else deadline
-                if done["type"] == "ok" or time.monotonic() > give_up:
+                if done["type"] == "ok" or time.monotonic() >= give_up:
                     break
                 time.sleep(0.5)
-            log(f"final {read['f']} {json.dumps(read.get('value'))} on {node}: {done['type']} "
-                f"{json.dumps(done.get('error'))}")
+            if done["type"] == "ok":
+                answered.add(position)
+            elif done.get("error") in settled:
+                patience = 0.0
+            # the node that answered, when the client says another than the one asked
+            by = done.get("node")
+            elsewhere = f" (answered by {by})" if by is not None and by != node else ""
+            log(f"final {read['f']} {json.dumps(read.get('value'))} on {node}{elsewhere}: "
+                f"{done['type']} {json.dumps(done.get('error'))}")
         if client is not None:
             _close(client)
         process += 1
+    return answered, process
 
 
 def _close(client: Client) -> None:

@@ -1,10 +1,11 @@
 """The `append` workload: clients append unique integers to one log and read ranges of it.
 
 Ops (docs/architecture.md; the structs below): `append {"value": V}` -> ok `{"value": V,
-"offset": O}`; `read {"from": F}` -> ok `{"from": F, "hw": H, "records": [[O, V], ...]}`. Values
-count up from 1, so each is unique in the history. A read starts at 0 half the time (to see the
-whole log) and otherwise at a random offset no higher than the highest offset the generator has
-learnt of, so reads stay cheap.
+"offset": O}`; `read {"from": F}` -> ok `{"from": F, "hw": H, "records": [[O, V], ...]}` (with
+`"absent": true` when the target said the log does not exist: `AbsentReadOk`). Values count up
+from 1, so each is unique in the history. A read starts at 0 half the time (to see the whole
+log) and otherwise at a random offset no higher than the highest offset the generator has learnt
+of, so reads stay cheap.
 
 `check` judges it: log linearizability and the Kafka log anomalies on one parse of the history
 (and, with the nodes' files, the Raft invariants, as `checkers.compose.check` adds for every
@@ -56,7 +57,25 @@ class ReadOk(msgspec.Struct, frozen=True):
     records: list[list[int | None]]
 
 
+class AbsentReadOk(ReadOk, frozen=True):
+    """A read the target answered with "the log does not exist", in an answer its own sources
+    call definite (each client names them): a complete read of nothing, marked `absent` so that
+    a reader tells it from an empty log. The checkers judge it as any read: after acknowledged
+    appends, a lost write."""
+
+    absent: bool = True
+
+
+def read_of_nothing(start: int) -> AbsentReadOk:
+    """The ok value's struct for a read from `start` of a log the target says does not exist."""
+    return AbsentReadOk(start, 0, [])
+
+
 INVOKES: dict[str, type[Append] | type[Read]] = {"append": Append, "read": Read}
+# A final read is asked of the node it names only (harness/runner.py): a node that does not lead
+# refuses it for good on a target whose followers serve no reads (the reference node's
+# NOT_LEADER_OR_FOLLOWER), so asking it again would only spend the recovery time.
+FINAL_REFUSALS = frozenset({"not-leader"})
 
 
 @dataclass(frozen=True)
@@ -116,6 +135,7 @@ class AppendWorkload:
 
     name: str = "append"
     checker: Checker = check
+    final_refusals: frozenset[str] = FINAL_REFUSALS
 
     def generator(self, seed: int) -> Generator:
         return AppendOps(state=seed)

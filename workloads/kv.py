@@ -176,6 +176,8 @@ class KvWorkload:
     name: str = "kv"
     checker: Checker = check
     keys: int = KEYS
+    # a node that does not lead refuses a final read for good (`append.FINAL_REFUSALS`)
+    final_refusals: frozenset[str] = frozenset({"not-leader"})
 
     def generator(self, seed: int) -> Generator:
         return KvOps(state=seed, keys=self.keys)

@@ -11,7 +11,8 @@ Ops (workloads/kv.py), on key `/jepsen/<key>` holding the JSON of the value: rea
 linearizable Range, write a Put, cas one Txn, and append (etcd has none) a cas loop. A read that
 did not answer is `fail`; a write or cas is `fail` when nothing was sent or etcd's error proves it
 was not proposed, else `info`. Every member serves every op, so the client stays on its node, and
-moves on to the next node after a refused connection.
+moves on to the next node after a refused connection; a final op (`"final": true`), a statement
+about one member, is asked of the client's own node only.
 
 Details (each op, which errors prove nothing was proposed): docs/internals/targets.md#etcd_client
 """
@@ -183,12 +184,13 @@ class EtcdClient(Client):
         self.nodes: list[str] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self.current = ""
+        self.home = ""  # the node the client was opened at
         self.client: Etcd3Client | None = None
 
     def open(self, backend: Backend, nodes: list[str], node: str) -> None:
         self.nodes = list(nodes)
         self.addresses = {n: backend.client_address(n, CLIENT_PORT) for n in nodes}
-        self.current = node
+        self.current = self.home = node
 
     def close(self) -> None:
         if self.client is not None:
@@ -205,6 +207,11 @@ class EtcdClient(Client):
         self.current = self.nodes[(self.nodes.index(self.current) + 1) % len(self.nodes)]
 
     def invoke(self, op: Op, timeout: float) -> Op:
+        if op.get("final") and self.current != self.home:
+            # a final read says what one member holds: back to the client's own, whatever
+            # member an earlier refused connection moved it to
+            self.close()
+            self.current = self.home
         node = self.current
         try:
             match ops.invoke_of(op, kv.INVOKES):
@@ -235,7 +242,7 @@ class EtcdClient(Client):
     def _failed(self, op: Op, node: str, f: str, exc: CallError) -> Op:
         """The completion of `op`, ended by `exc` in a call that was an `f`."""
         outcome, name = classify(f, exc)
-        if not exc.sent:
+        if not exc.sent and not op.get("final"):
             self._rotate()  # the member is down: the next op asks the next one
         elif exc.code is None:
             self.close()  # a lost or timed-out connection is not reused

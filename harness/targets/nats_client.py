@@ -10,7 +10,8 @@ window), ok at the offset its PubAck names (stream sequences count from 1, Kafka
 A read asks for the stream's `last_seq` (its `hw`), then gets every message after F, `WINDOW`
 requests in flight; a partial read fails. Both are served by whichever server believes it leads
 the stream, with no quorum round, so reads are not promised linearizable. A read that did not
-complete is `fail`; an append is `fail` when it certainly was not stored, else `info`.
+complete is `fail`, but one NATS answers "stream not found" is an ok read of nothing (`absent`):
+NATS says the log is gone. An append is `fail` when it certainly was not stored, else `info`.
 
 Details (each op, why this API, which errors are certain failures):
 docs/internals/targets.md#nats_client
@@ -38,6 +39,13 @@ SUBJECT = "jepsen.log"
 # MSG.GET requests in flight at once during a read
 WINDOW = 256
 NOT_FOUND = 10037  # JSNoMessageFoundErr: "no message found"
+# JSStreamNotFoundErr: "stream not found" (github.com/nats-io/nats-server server/errors.json, HTTP
+# code 404). Clustered, STREAM.INFO gets it only from the JetStream meta leader, when its
+# replicated stream assignments hold no such stream (server/jetstream_api.go, jsStreamInfoRequest:
+# `isLeader && sa == nil`; a server that is not the meta leader stays silent, one with no meta
+# leader says 10008 "JetStream system temporarily unavailable"; a server alone answers it from
+# its own streams): NATS's own definite word that the stream does not exist.
+STREAM_NOT_FOUND = 10059
 STREAM_IN_USE = 10058  # JSStreamNameExistErr: create of a stream that exists with another config
 # JetStream error codes (server/errors.json, 2.9) that prove a publish was not stored: checked
 # before the message is proposed, or on apply from the replicated state alike on every replica
@@ -244,6 +252,9 @@ class NatsClient(Client):
             name = "timeout" if isinstance(exc, TimeoutError) or "Timeout" in type(
                 exc).__name__ else type(exc).__name__
             return {**op, "type": "fail", "error": name, "detail": str(exc)[:200]}
+        if value.get("absent"):
+            return {**op, "type": "ok", "value": value,
+                    "detail": f"jetstream-{STREAM_NOT_FOUND} stream not found"}
         return {**op, "type": "ok", "value": value}
 
 
@@ -254,8 +265,16 @@ class IncompleteRead(Exception):
 
 async def read_stream(nc: Any, start: int, timeout: float) -> dict[str, Any]:
     """The ok value of `read {"from": start}`: the stream's messages from offset `start` (its
-    sequence start + 1) to its last sequence (see the module's docstring)."""
-    info = await api(nc, f"$JS.API.STREAM.INFO.{STREAM}", {}, timeout)
+    sequence start + 1) to its last sequence (see the module's docstring); a read of nothing,
+    marked `absent`, when NATS says the stream does not exist (`STREAM_NOT_FOUND`): the stream
+    was made before any client ran (`create_stream`), so its absence is a loss for the checkers
+    to judge, not a read that could not be made."""
+    try:
+        info = await api(nc, f"$JS.API.STREAM.INFO.{STREAM}", {}, timeout)
+    except ApiError as exc:
+        if exc.err_code == STREAM_NOT_FOUND:
+            return ops.value(append.read_of_nothing(start))
+        raise
     state = info.get("state") or {}
     hw = int(state.get("last_seq") or 0)
     first = int(state.get("first_seq") or 0)

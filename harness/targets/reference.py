@@ -507,6 +507,8 @@ class ReferenceTarget(Target):
 
     def __init__(self) -> None:
         self._db: ReferenceDB | None = None
+        # the topics the run's clients have seen served (`ReferenceClient.topics_seen`)
+        self._topics_seen: set[str] = set()
 
     def check_node_config(self, node_config: dict[str, str]) -> str | None:
         """Why these `--node-config` settings cannot run (the harness owns them, or the node would
@@ -539,8 +541,10 @@ class ReferenceTarget(Target):
 
     def db(self) -> DB:
         self._db = ReferenceDB()
+        self._topics_seen = set()
         return self._db
 
     def client(self, workload: str) -> Client:
         # after db().setup: a TLS run's clients carry the certificate of the run's CA
-        return self.clients[workload](ssl=self._db.client_ssl if self._db is not None else None)
+        return self.clients[workload](ssl=self._db.client_ssl if self._db is not None else None,
+                                      topics_seen=self._topics_seen)

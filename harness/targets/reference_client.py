@@ -14,9 +14,9 @@ connection, or REQUEST_TIMED_OUT (the node's "appended, but lost leadership befo
 Leader discovery (issue 18): the client starts at its own node and asks Metadata who leads. An
 operation is tried again at once, within its own timeout, after an attempt that certainly changed
 nothing (a read after any wire error too), so an op never appends twice: only its last attempt
-can have appended. With an `ssl` context every connection is TLS.
+can have appended. A final op is asked of the client's own node only. TLS with an `ssl` context.
 
-Details (each op, the retry rules, idle connections, TLS):
+Details (each op, the retry rules, final ops, idle connections, TLS):
 docs/internals/targets.md#reference_client
 """
 
@@ -176,10 +176,14 @@ class Refused:
 
 class ReferenceClient(Client):
     """One client process's connections to the nodes, and the leader discovery of each op (the
-    module's docstring); the workload's client below says what one attempt of an op is."""
+    module's docstring); the workload's client below says what one attempt of an op is.
+    `topics_seen` holds the topics a node has answered for without error: shared by the clients
+    of one run (the target's), so that a final read's new client knows what existed before it."""
 
-    def __init__(self, ssl: SSLContext | None = None) -> None:
+    def __init__(self, ssl: SSLContext | None = None,
+                 topics_seen: set[str] | None = None) -> None:
         self.ssl = ssl
+        self.topics_seen: set[str] = set() if topics_seen is None else topics_seen
         self.addresses: dict[int, tuple[str, int]] = {}
         self.names: dict[int, str] = {}
         self.current = 0
@@ -229,6 +233,12 @@ class ReferenceClient(Client):
             return {**op, "type": "fail", "node": self.names[self.current],
                     "error": f"unknown-f {op['f']}"}
         deadline = time.monotonic() + timeout
+        if op.get("final"):
+            # a final read says what one node holds: asked of that node alone, and whatever
+            # it answers (a refusal too) is the op's outcome, never another node's answer
+            self.current = self.home
+            done = self._try(op, attempt, deadline)
+            return done.outcome if isinstance(done, Refused) else done
         tried: set[int] = set()
         while True:
             done = self._try(op, attempt, deadline)
@@ -313,6 +323,8 @@ class ReferenceClient(Client):
         code = ErrorCode(int(part.error_code))
         if code in LEADERSHIP_REFUSALS:
             raise NotLeader(code, None)
+        if code == ErrorCode.none:
+            self.topics_seen.add(METADATA_TOPIC)
         return part
 
     def _fetch(self, start: int, topic: str, timeout: float) -> Any:
@@ -326,6 +338,8 @@ class ReferenceClient(Client):
             hint = getattr(part, "current_leader", None)
             leader = int(hint.leader_id) if hint is not None else -1
             raise NotLeader(code, leader if leader >= 0 else None)
+        if code == ErrorCode.none:
+            self.topics_seen.add(topic)
         return part
 
     def _log_start(self, part: Any, timeout: float) -> int | None:
@@ -373,6 +387,16 @@ class AppendClient(ReferenceClient):
                     # read goes on from where the log begins, and says so in its `from`
                     start = log_start
                     continue
+            if code == ErrorCode.unknown_topic_or_partition and METADATA_TOPIC in self.topics_seen:
+                # The node says it holds no such partition (Kafka's protocol guide, error code 3
+                # UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition",
+                # kafka.apache.org/protocol#protocol_error_codes),
+                # of a partition a node of this run has served: a definite read of nothing from
+                # this node, which the checkers judge (after acknowledged appends, a lost
+                # write). Before the partition was seen it may not exist yet: a failure.
+                done = append.read_of_nothing(start)
+                return {**op, "type": "ok", "value": ops.value(done),
+                        "detail": "unknown-topic-or-partition"}
             if code != ErrorCode.none:
                 return {**op, "type": "fail", "error": error_name(code)}
             hw = int(part.high_watermark)
@@ -474,8 +498,9 @@ class BrokersClient(ReferenceClient):
     at, on a connection of its own, whatever leader other ops would have moved to (what a
     broker serves is the point), and never tried at another node."""
 
-    def __init__(self, ssl: SSLContext | None = None) -> None:
-        super().__init__(ssl)
+    def __init__(self, ssl: SSLContext | None = None,
+                 topics_seen: set[str] | None = None) -> None:
+        super().__init__(ssl, topics_seen)
         self.home_conn: KafkaClient | None = None
 
     def close(self) -> None:

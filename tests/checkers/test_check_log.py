@@ -137,6 +137,27 @@ def test_lost_write_from_the_final_read() -> None:
     assert "final read" in lost["explanation"]
 
 
+def test_final_reads_of_nothing_after_acknowledged_appends_lose_every_one() -> None:
+    # every node answers "the log does not exist" (NATS's stream not found after a power loss
+    # of every node): definite reads of nothing, which lose each acknowledged append
+    b = Builder()
+    acks = [b.append(1, value, offset)[1] for offset, value in enumerate((10, 11, 12))]
+    b.nemesis("start-power-loss")
+    b.nemesis("stop-power-loss")
+    finals = []
+    for process, node in enumerate(("n1", "n2", "n3"), start=2):
+        b.invoke(process, "read", {"from": 0}, node, final=True)
+        finals.append(b.complete(process, "ok", {"from": 0, "hw": 0, "records": [],
+                                                 "absent": True}, node, final=True))
+    result = verdict(b)
+    assert result["valid"] is False
+    assert result["checkers"]["completeness"]["valid"] is True  # the reads succeeded
+    # each final read loses each acknowledged value, citing the ack and the read
+    lost = {(a["value"], a["ops"][-1]) for a in result["anomalies"]["lost-write"]}
+    assert lost == {(value, final) for value in (10, 11, 12) for final in finals}
+    assert all(a["ops"][1] in acks for a in result["anomalies"]["lost-write"])
+
+
 def test_final_flag_picks_the_final_reads() -> None:
     b = Builder()
     b.append(1, 10, 0)

@@ -1,6 +1,7 @@
-"""The etcd target against real etcd 3.4 members on the local backend: the client's completions
-(ok, fail when nothing can have happened, info when something may have), member ids and leaders
-as etcd has them, what `collect` brings back, and a partition through the shared peer proxies."""
+"""The etcd target's client: which member a final read asks (quick, on a scripted gateway), and
+against real etcd 3.4 members on the local backend (slow): the client's completions (ok, fail
+when nothing can have happened, info when something may have), member ids and leaders as etcd
+has them, what `collect` brings back, and a partition through the shared peer proxies."""
 
 from __future__ import annotations
 
@@ -9,23 +10,24 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from contracts.backend import ClusterSpec
 from harness.backends.local import LocalBackend
+from harness.targets import etcd_client
 from harness.targets.etcd import EtcdDB, EtcdTarget
-from harness.targets.etcd_client import EtcdClient
+from harness.targets.etcd_client import CallError, EtcdClient, key_of, value_of
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("etcd") is None,
-                                 reason="etcd not installed (apt-get install etcd-server)")]
 NODES = ["n1", "n2", "n3"]
 Cluster = tuple[LocalBackend, EtcdDB]
 
 
 def _deploy(nodes: list[str], run_dir: Path, run_id: str) -> tuple[LocalBackend, EtcdDB]:
+    if shutil.which("etcd") is None:
+        pytest.skip("etcd not installed (apt-get install etcd-server)")
     backend = LocalBackend()
     target = EtcdTarget()
     db = target.db()
@@ -75,6 +77,69 @@ def _leader(backend: LocalBackend, db: EtcdDB, among: list[str] = NODES,
     raise AssertionError(f"no agreed leader among {among}: {views}")
 
 
+# -- quick: a scripted gateway -----------------------------------------------------------------
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch, down: set[str], at: str) -> tuple[EtcdClient,
+                                                                                   list[str]]:
+    """A client opened at `at` of members n1..n3 whose gateway answers every Range with key 0
+    holding 5, except that the members in `down` refuse connections; and the members asked, in
+    order."""
+    asked: list[str] = []
+
+    def call(client: Any, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        asked.append(client.node)
+        if client.node in down:
+            raise CallError("connect-failed", "connection refused", sent=False)
+        assert path == "/kv/range" and body == {"key": key_of(0)}
+        return {"kvs": [{"key": key_of(0), "value": value_of(5)}]}
+
+    monkeypatch.setattr(etcd_client, "call", call)
+    monkeypatch.setattr(etcd_client, "gateway", lambda address, timeout=None: SimpleNamespace(
+        node=address[0], session=SimpleNamespace(close=lambda: None)))
+    client = EtcdClient()
+    client.open(SimpleNamespace(client_address=lambda node, port: (node, 2379)),  # type: ignore[arg-type]
+                NODES, at)
+    return client, asked
+
+
+def test_a_final_read_of_a_member_that_is_down_fails_there_every_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    client, asked = _scripted(monkeypatch, down={"n3"}, at="n3")
+    final = {**_op("read", {"key": 0}), "final": True}
+    # the runner asks again with the same client: each try is n3's, never another member's
+    for _ in range(3):
+        done = client.invoke(final, 1.0)
+        assert (done["type"], done["error"], done["node"]) == ("fail", "connect-failed", "n3")
+    assert asked == ["n3"] * 3
+
+
+def test_a_final_read_goes_back_to_the_client_s_own_member(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    client, asked = _scripted(monkeypatch, down={"n3"}, at="n3")
+    # an ordinary read refused by n3 moves the client on, and the next one is n1's
+    assert client.invoke(_op("read", {"key": 0}), 1.0)["type"] == "fail"
+    done = client.invoke(_op("read", {"key": 0}), 1.0)
+    assert (done["type"], done["node"], done["value"]) == ("ok", "n1", {"key": 0, "value": 5})
+    final = client.invoke({**_op("read", {"key": 0}), "final": True}, 1.0)
+    assert (final["type"], final["node"]) == ("fail", "n3")
+    assert asked == ["n3", "n1", "n3"]
+
+
+def test_a_final_read_its_member_answers_names_it_and_a_missing_key_is_null(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    client, _ = _scripted(monkeypatch, down=set(), at="n2")
+    done = client.invoke({**_op("read", {"key": 0}), "final": True}, 1.0)
+    assert (done["type"], done["node"], done["value"]) == ("ok", "n2", {"key": 0, "value": 5})
+    # a key the member holds no revision of is a read of null (Range answers no kvs): a definite
+    # answer, which the linearizability search judges
+    assert etcd_client.read_value({"header": {"revision": "7"}}) is None
+
+
+# -- slow: real members ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
 def test_one_member_cluster_and_what_collect_brings(tmp_path: Path) -> None:
     backend, db = _deploy(["n1"], tmp_path / "run", "etcd-test-one")
     try:
@@ -99,6 +164,7 @@ def test_one_member_cluster_and_what_collect_brings(tmp_path: Path) -> None:
     assert (into / "data" / "member" / "snap" / "db").exists()
 
 
+@pytest.mark.slow
 def test_member_ids_are_etcds_and_every_member_names_one_leader(cluster: Cluster) -> None:
     backend, db = cluster
     computed = dict(db.members)
@@ -108,6 +174,7 @@ def test_member_ids_are_etcds_and_every_member_names_one_leader(cluster: Cluster
     assert leader in NODES
 
 
+@pytest.mark.slow
 def test_kv_ops_complete_as_the_workload_expects(cluster: Cluster) -> None:
     backend, _ = cluster
     client = _client(backend, "n2")
@@ -134,6 +201,7 @@ def test_kv_ops_complete_as_the_workload_expects(cluster: Cluster) -> None:
     client.close()
 
 
+@pytest.mark.slow
 def test_appends_are_a_cas_loop_that_loses_and_repeats_no_piece(cluster: Cluster) -> None:
     backend, _ = cluster
     first = _client(backend, "n1")
@@ -161,6 +229,7 @@ def test_appends_are_a_cas_loop_that_loses_and_repeats_no_piece(cluster: Cluster
         client.close()
 
 
+@pytest.mark.slow
 def test_a_killed_member_fails_then_the_client_moves_on(cluster: Cluster) -> None:
     backend, db = cluster
     victim = next(n for n in NODES if n != _leader(backend, db))
@@ -176,6 +245,7 @@ def test_a_killed_member_fails_then_the_client_moves_on(cluster: Cluster) -> Non
     assert _client(backend, victim).invoke(_op("read", {"key": 11}), 5.0)["value"]["value"] == 2
 
 
+@pytest.mark.slow
 def test_a_paused_member_leaves_a_write_unknown_and_a_read_failed(cluster: Cluster) -> None:
     backend, db = cluster
     victim = next(n for n in NODES if n != _leader(backend, db))
@@ -200,6 +270,7 @@ def test_a_paused_member_leaves_a_write_unknown_and_a_read_failed(cluster: Clust
     assert read["type"] == "ok" and read["value"]["value"] in (None, 1), read
 
 
+@pytest.mark.slow
 def test_a_partitioned_leader_serves_no_reads_while_the_majority_goes_on(
         cluster: Cluster) -> None:
     backend, db = cluster

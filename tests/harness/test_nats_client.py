@@ -1,19 +1,23 @@
-"""The nats client: how answers are classified (quick), and completions against real nats-server
-clusters on the local backend (slow): one node for the faults, three for agreement."""
+"""The nats client: how answers are classified, and which reads are reads of nothing (quick, on a
+scripted connection), and completions against real nats-server clusters on the local backend
+(slow): one node for the faults, three for agreement."""
 
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from harness.backends.local import LocalBackend
+from harness.targets import nats_client
 from harness.targets.nats import NatsDB, NatsTarget
-from harness.targets.nats_client import NatsClient, publish_outcome, record_value
+from harness.targets.nats_client import NatsClient, NotSent, publish_outcome, record_value
 from testkit.targets import deployed
 
 
@@ -54,6 +58,93 @@ def test_a_record_is_its_decimal_value_or_null() -> None:
     assert record_value(b64(b"")) is None
     assert record_value(None) is None
     assert record_value("***") is None
+
+
+class Server:
+    """A scripted connection to one server: each JetStream API request by its subject's verb
+    (`INFO`, `MSG` for MSG.GET) is answered with the next of its answers."""
+
+    def __init__(self, **answers: list[dict[str, Any]]) -> None:
+        self.answers = answers
+        self.is_connected = True
+
+    async def request(self, subject: str, data: bytes, timeout: float = 0.0,
+                      headers: Any = None) -> Any:
+        verb = subject.split(".")[3]  # $JS.API.STREAM.<verb>...
+        return SimpleNamespace(data=json.dumps(self.answers[verb].pop(0)).encode())
+
+    async def close(self) -> None:
+        self.is_connected = False
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch, server: Server | None,
+              node: str = "n2") -> tuple[NatsClient, list[tuple[str, int]]]:
+    """A client of `node` whose connections go to `server` (None: refused); the addresses
+    dialled."""
+    dialled: list[tuple[str, int]] = []
+
+    async def connect(address: tuple[str, int], timeout: float) -> Any:
+        dialled.append(address)
+        if server is None:
+            raise NotSent("ConnectionRefusedError: connection refused")
+        return server
+
+    monkeypatch.setattr(nats_client, "connect", connect)
+    client = NatsClient()
+    client.open(SimpleNamespace(client_address=lambda n, port: (n, 4222)),  # type: ignore[arg-type]
+                ["n1", "n2", "n3"], node)
+    return client, dialled
+
+
+def _error(err_code: int, code: int, description: str) -> dict[str, Any]:
+    return {"error": {"code": code, "err_code": err_code, "description": description}}
+
+
+def test_stream_not_found_is_a_read_of_nothing_marked_absent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    client, _ = _scripted(monkeypatch, Server(INFO=[_error(10059, 404, "stream not found")]))
+    try:
+        done = client.invoke({**_op("read", {"from": 0}), "final": True}, 1.0)
+    finally:
+        client.close()
+    assert (done["type"], done["node"]) == ("ok", "n2")
+    assert done["value"] == {"from": 0, "hw": 0, "records": [], "absent": True}
+    assert done["detail"] == "jetstream-10059 stream not found"
+
+
+@pytest.mark.parametrize("answer", [
+    _error(10008, 503, "JetStream system temporarily unavailable"),  # no meta leader
+    _error(10077, 500, "stream store failed"),
+])
+def test_an_answer_that_asserts_no_absence_is_a_read_that_could_not_be_made(
+        monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> None:
+    client, _ = _scripted(monkeypatch, Server(INFO=[answer]))
+    try:
+        done = client.invoke(_op("read", {"from": 0}), 1.0)
+    finally:
+        client.close()
+    assert done["type"] == "fail" and done["error"] == f"jetstream-{answer['error']['err_code']}"
+
+
+def test_a_stream_read_names_its_node_and_a_down_node_fails_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    info = {"state": {"first_seq": 1, "last_seq": 1}}
+    message = {"message": {"seq": 1, "data": base64.b64encode(b"42").decode()}}
+    client, _ = _scripted(monkeypatch, Server(INFO=[info], MSG=[message]))
+    try:
+        done = client.invoke({**_op("read", {"from": 0}), "final": True}, 1.0)
+    finally:
+        client.close()
+    assert (done["type"], done["node"], done["value"]) == (
+        "ok", "n2", {"from": 0, "hw": 1, "records": [[0, 42]]})
+    # a final read of a node that is down: that node's failure, no other server dialled
+    client, dialled = _scripted(monkeypatch, None)
+    try:
+        done = client.invoke({**_op("read", {"from": 0}), "final": True}, 1.0)
+    finally:
+        client.close()
+    assert (done["type"], done["error"], done["node"]) == ("fail", "connect-failed", "n2")
+    assert dialled == [("n2", 4222)]
 
 
 # -- slow: real servers --------------------------------------------------------------------------

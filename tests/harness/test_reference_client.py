@@ -119,7 +119,7 @@ def _cluster(monkeypatch: pytest.MonkeyPatch, nodes: dict[int, Conn], at: int) -
     client = AppendClient()
     client.names = {i: f"n{i}" for i in nodes}
     client.addresses = {i: ("127.0.0.1", 9000 + i) for i in nodes}
-    client.current = at
+    client.current = client.home = at
     monkeypatch.setattr(reference_client, "KafkaClient",
                         lambda host, port, **kwargs: nodes[port - 9000])
     return client
@@ -130,7 +130,7 @@ def _client(conn: Conn, kind: type[ReferenceClient] = KvClient) -> ReferenceClie
     client = kind()
     client.names = {1: "n1"}
     client.addresses = {1: ("127.0.0.1", 1)}
-    client.current = 1
+    client.current = client.home = 1
     client.conns = {1: conn}  # type: ignore[dict-item]
     return client
 
@@ -438,6 +438,70 @@ def test_an_idle_connection_the_node_closed_is_seen_before_a_request_is_written(
         conn.close()
 
 
+# --- final reads (issue 40): a statement about one node -----------------------------------------
+
+
+def _final(**value: Any) -> Op:
+    return {**_op("read", **value), "final": True}
+
+
+def test_a_final_read_is_asked_of_its_own_node_only_even_after_the_client_moved(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    follower = Conn(_not_leader(hint=2))
+    leader = Conn(_fetched(hw=1, records=_log(0, [100])))
+    client = _cluster(monkeypatch, {1: follower, 2: leader, 3: Conn()}, at=1)
+    client.current = 2  # `open` moved it to the leader its node named
+    done = client.invoke(_final(**{"from": 0}), 1.5)
+    # the follower's refusal is the op's outcome: never the leader's answer under n1's name
+    assert (done["type"], done["error"], done["node"]) == ("fail", "not-leader", "n1")
+    assert follower.apis() == [FETCH] and leader.sent == []
+
+
+def test_a_final_read_of_a_node_that_is_down_fails_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    others = {2: Conn(_fetched(hw=1, records=_log(0, [100]))), 3: Conn(_leads(2))}
+    client = _cluster(monkeypatch, {1: Conn(down=True), **others}, at=1)
+    done = client.invoke(_final(**{"from": 0}), 1.5)
+    assert (done["type"], done["error"], done["node"]) == ("fail", "connect-failed", "n1")
+    assert all(conn.sent == [] for conn in others.values())
+    # an ordinary read moves on and is answered elsewhere, and says where
+    assert client.invoke(_op("read", **{"from": 0}), 1.5)["node"] == "n2"
+
+
+def test_a_final_read_its_node_answers_names_that_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = _cluster(monkeypatch, {1: Conn(), 2: Conn(_fetched(hw=1, records=_log(0, [7])))},
+                      at=2)
+    done = client.invoke(_final(**{"from": 0}), 1.5)
+    assert done["type"] == "ok" and done["node"] == "n2"
+    assert done["value"] == {"from": 0, "hw": 1, "records": [[0, 7]]}
+
+
+def test_a_partition_the_node_says_it_does_not_host_is_a_read_of_nothing_once_it_existed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    unknown = _fetched(code=ErrorCode.unknown_topic_or_partition)
+    # never seen served in this run: it may not exist yet, so the read proves nothing
+    done = _client(Conn(unknown), AppendClient).invoke(_final(**{"from": 0}), 1.0)
+    assert (done["type"], done["error"]) == ("fail", "unknown-topic-or-partition")
+    # once some client of the run was served the partition, the same answer is a definite
+    # read of nothing, marked so; a new client (a final read's) shares what the run saw
+    target = ReferenceTarget()
+    target.db()
+    first, final = target.client("append"), target.client("append")
+    assert isinstance(first, AppendClient) and isinstance(final, AppendClient)
+    for client, conn in ((first, Conn(_fetched(hw=1, records=_log(0, [7])))),
+                         (final, Conn(unknown))):
+        client.names, client.addresses = {1: "n1"}, {1: ("127.0.0.1", 1)}
+        client.current = client.home = 1
+        client.conns = {1: conn}  # type: ignore[dict-item]
+    assert first.invoke(_op("read", **{"from": 0}), 1.0)["type"] == "ok"
+    done = final.invoke(_final(**{"from": 0}), 1.0)
+    assert (done["type"], done["node"], done["detail"]) == ("ok", "n1",
+                                                            "unknown-topic-or-partition")
+    assert done["value"] == {"from": 0, "hw": 0, "records": [], "absent": True}
+    # a new deployment starts from nothing seen
+    target.db()
+    assert target.client("append").topics_seen == set()  # type: ignore[attr-defined]
+
+
 # --- on a real cluster --------------------------------------------------------------------------
 
 NODES = ["n1", "n2", "n3"]
@@ -476,3 +540,27 @@ def test_after_the_leader_is_killed_its_clients_appends_are_answered_by_the_new_
     assert all(count == 1 for count in logged.values()), logged  # nothing appended twice
     assert all([done["value"]["offset"], done["value"]["value"]] in read["value"]["records"]
                for done in after)
+
+
+@pytest.mark.slow
+def test_final_reads_on_real_nodes_are_each_node_s_own_answer(tmp_path: Path) -> None:
+    with deployed(ReferenceTarget(), ReferenceDB, NODES, "reference-client-final",
+                  tmp_path) as (backend, db):
+        target = ReferenceTarget()
+        leader = _wait_for_leader(backend, db)
+        writer = target.client("append")
+        writer.open(backend, NODES, leader)
+        assert writer.invoke(_op("append", value=1), 10.0)["type"] == "ok"
+        writer.close()
+        down, up = (n for n in NODES if n != leader)
+        db.kill(backend, down)
+        done = {}
+        for node in NODES:
+            client = target.client("append")
+            client.open(backend, NODES, node)
+            done[node] = client.invoke(_final(**{"from": 0}), 5.0)
+            client.close()
+    assert {n: (d["type"], d["node"]) for n, d in done.items()} == {
+        n: ("ok" if n == leader else "fail", n) for n in NODES}, done
+    assert done[down]["error"] == "connect-failed" and done[up]["error"] == "not-leader"
+    assert 1 in [value for _, value in done[leader]["value"]["records"]]

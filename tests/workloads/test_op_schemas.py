@@ -66,6 +66,11 @@ def test_the_append_parse_reads_what_the_schemas_write() -> None:
     assert parsed.appends[7].offset == 0
     assert [(read.start, read.hw, list(read.records)) for read in parsed.reads] == \
         [(0, 1, [[0, 7]])]
+    # a read of a log the target says does not exist: the parse's read of nothing
+    nothing = ops.value(append.read_of_nothing(3))
+    assert nothing == {"from": 3, "hw": 0, "records": [], "absent": True}
+    parsed = append_history.parse(_history(("read", ops.value(append.Read(3)), nothing)))
+    assert [(read.start, read.hw, list(read.records)) for read in parsed.reads] == [(3, 0, [])]
 
 
 @pytest.mark.parametrize(("f", "invoke", "ok", "schema"), [
