@@ -9,6 +9,8 @@ says `unknown`, with the reason, when
 - (a log) no final read succeeded: values acknowledged above every other read's high watermark
   could be lost unseen; (the `kv` workload) final reads were asked and none succeeded: a write
   lost after the last read of its key would go unseen;
+- test.json asks for faults (`nemesis`) and no fault took effect (`checkers.faults.starts_done`):
+  none started in time, or none had an effect; the run was not tested under faults;
 - the run did not finish (test.json's `outcome`: `running` when its harness died, `interrupted`,
   `failed`): the history is partial, and what the run did not get to is unchecked.
 
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkers.append_history import AppendHistory
+from checkers.faults import starts_done
 from checkers.history import NEMESIS, Op, Outline
 from checkers.result import UNKNOWN
 
@@ -56,6 +59,10 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
         # Only when the run asked for final reads: a kv history from elsewhere (`kraft check
         # --model kv`) may have none, and its reads still decide it.
         reasons.append("no final read of any key succeeded: lost writes cannot be ruled out")
+    asked = _asked_faults(test)
+    done = starts_done(outline.nemesis) if asked else None
+    if asked and not done:
+        reasons.append(_no_fault(asked, outline.nemesis))
     outcome = test.get("outcome")
     unfinished = isinstance(outcome, str) and outcome != COMPLETE
     if unfinished:
@@ -74,6 +81,8 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
     }
     if finals is not None:
         result["final_reads"] = finals
+    if done is not None:
+        result["faults_done"] = done
     if unfinished:
         result["outcome"] = outcome
         result["unfinished"] = UNFINISHED.get(str(outcome), f"the run ended {outcome!r}")
@@ -89,3 +98,18 @@ def _final_ok(history: Sequence[Op], outline: Outline, parsed: AppendHistory | N
         return sum(1 for read in parsed.reads if read.final) if parsed.final_marked else 0
     return sum(1 for op in history
                if op["type"] == "ok" and op["process"] != NEMESIS and op.get("final"))
+
+
+def _asked_faults(test: Mapping[str, Any]) -> list[str]:
+    """The fault kinds test.json's `nemesis` names (none: a run without faults)."""
+    asked = test.get("nemesis")
+    return [str(kind) for kind in asked] if isinstance(asked, list) else []
+
+
+def _no_fault(asked: list[str], nemesis: Sequence[Op]) -> str:
+    starts = [op for op in nemesis if str(op.get("f", "")).startswith("start-")]
+    completed = sum(1 for op in starts if op.get("type") != "invoke")
+    why = (f"none of its {completed} start{'s' if completed != 1 else ''} took effect" if completed
+           else "its first start never completed" if starts
+           else "none started (the first waits for the nemesis interval)")
+    return f"no fault took effect: the run asked for {', '.join(asked)}, and {why}"

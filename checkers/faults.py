@@ -3,19 +3,19 @@ read two ways: the windows in which a fault may have been in effect, and what wa
 
 Theory of operation. The nemesis steps each fault kind X on its own, alternating `start-X` and
 `stop-X` (nemesis/schedule.py), and records each step as an invoke and its completion, or as one
-lone op. So, per kind, its ops form runs of starts and runs of stops, and kinds overlap freely (a
-node is killed while another is cut off). A window of kind X opens at the first op of a run of
-`start-X` (from then on the fault may be in effect) and closes at the last op of the run of `stop-X`
-that follows (the heal is surely done). A start with no stop after it lasts to the end of the
-history; a stop with no start before it heals nothing and opens no window.
-
-`kraft check` (availability figures, plots, timeline) and `kraft analyze` (operations during
-faults, recovery after each start and stop) read the same windows, so both measure a run alike.
+lone op. So, per kind, its ops form runs of starts and runs of stops, and kinds overlap freely. A
+window of kind X opens at the invoke of the first start of a run of `start-X` that may have taken
+effect (done, or never completed; not one whose completion is `fail` or has the error `no-effect`
+or `fault-failed`: a run of those opens no window), and closes at the last op of the run of
+`stop-X` that follows (the heal is surely done). A start with no stop after it lasts to the end
+of the history; a stop with no start before it heals nothing and opens no window. `kraft check`
+(availability, plots, timeline) and `kraft analyze` read the same windows, so both measure alike.
 
 `faults()` reads the same ops for what was *certainly* true, for a checker that must not blame a
 node for a fault that may not have happened yet (fencing): a link is cut from the completion of
 the start that cut it to the invoke of its stop, a node down from the completion of the start that
-names it to the invoke of its stop; a failed step makes nothing certain, only possible.
+names it (in its `nodes`: those it took effect on) to the invoke of its stop; a failed step makes
+nothing certain, only possible; a step of no effect, not even that.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.history import NEMESIS, Op
+from contracts.history import FAULT_FAILED, NO_EFFECT
 
 PHASES = ("start", "stop")
 NODE_FAULTS = ("kill", "pause", "power-loss")  # kinds whose start value names nodes taken down
+UNDONE = (NO_EFFECT, FAULT_FAILED)  # the errors of nemesis steps that were not done
 INF = math.inf
 
 Link = tuple[str, str]
@@ -67,24 +69,57 @@ def windows(history: Sequence[Op], end: int | None = None) -> list[Window]:
     then `end`, the time of the history's last op, says when the windows still open end."""
     end_of_history = end if end is not None else int(history[-1]["time"]) if history else 0
     opening: dict[str, _Opening] = {}
+    invoked: dict[str, Op] = {}  # kind -> its start's invoke, while it is not completed
     found: list[Window] = []
+
+    def open_at(kind: str, op: Op) -> None:
+        if kind not in opening:
+            opening[kind] = _Opening(int(op["time"]), int(op["index"]))
+
     for op in history:
         step = _step(op) if op["process"] == NEMESIS else None
         if step is None:
             continue
         phase, kind = step
-        current = opening.get(kind)
         if phase == "stop":
-            if current is not None:
-                current.end = int(op["time"])
+            if kind in invoked:  # its start never completed: it may have taken effect
+                open_at(kind, invoked.pop(kind))
+            if kind in opening:
+                opening[kind].end = int(op["time"])
             continue
+        current = opening.get(kind)
         if current is not None and current.end is not None:  # a new run of starts
             found.append(current.window(kind, end_of_history))
-            current = None
-        if current is None:
-            opening[kind] = _Opening(int(op["time"]), int(op["index"]))
+            del opening[kind]
+        if op["type"] == "invoke":
+            if kind in invoked:  # a start over one never completed: that one may be in effect
+                open_at(kind, invoked[kind])
+            invoked[kind] = op
+        elif took_effect(op):
+            open_at(kind, invoked.pop(kind, op))
+        else:
+            invoked.pop(kind, None)
+    for kind, op in invoked.items():  # still in flight at the end: it may be in effect
+        open_at(kind, op)
     found += [current.window(kind, end_of_history) for kind, current in opening.items()]
     return sorted(found, key=lambda w: (w.start, w.kind))
+
+
+def took_effect(completion: Op) -> bool:
+    """Whether a nemesis step's completion (or lone op) says it was done: `ok`, or `info` with no
+    error (as Jepsen records a nemesis's steps); not `fail`, nor an error `no-effect` (nothing
+    it chose could be affected) or `fault-failed` (it raised)."""
+    return completion.get("type") != "fail" and completion.get("error") not in UNDONE
+
+
+def starts_done(history: Sequence[Op]) -> int:
+    """How many nemesis starts were done (`took_effect`), instant ones (a membership change)
+    included: none means the run was not tested under faults, whatever it asked for."""
+    done = 0
+    for op in history:
+        step = _step(op) if op.get("process") == NEMESIS and op.get("type") != "invoke" else None
+        done += step is not None and step[0] == "start" and took_effect(op)
+    return done
 
 
 def _step(op: Op) -> tuple[str, str] | None:
@@ -212,7 +247,7 @@ def _downs(steps: list[Op], found: Faults) -> None:
             asked = None
             if type_ == "ok":
                 active.append((invoked, time, nodes or named))
-            else:  # failed: the nodes may be down from then on
+            elif op.get("error") != NO_EFFECT:  # failed: the nodes may be down from then on
                 maybe(nodes or named, invoked, INF)
         elif type_ == "invoke":
             for invoked, done, named in active:

@@ -12,8 +12,8 @@ an address per link: they keep one URL per member in replicated state that every
 `shared_peer_address(dst, port, identify)` (`HasSharedPeerAddress`): one address for everyone,
 where the backend tells the dialers apart by `identify`, a function of the target's protocol that
 names the dialing node from the first bytes it sends (etcd's `X-Server-From` header, say).
-Optional powers (pause, partition) are separate small protocols, so that a nemesis asks a
-backend whether it can before it tries (`isinstance(backend, CanPartition)`).
+Optional powers (partition, delay, tell a process's state) are separate small protocols, so that
+a nemesis asks a backend whether it can before it tries (`isinstance(backend, CanPartition)`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,16 @@ class CanDelay(Protocol):
         a link right after a node's step it watches from outside (its fsync'ed state) delays the
         link first, so that the cut still beats what the node sends next."""
 
+
+
+ProcessState = Literal["running", "stopped", "gone"]
+"""What a node's daemon is doing: `running` (on a CPU or waiting, as any live process),
+`stopped` (by SIGSTOP: it runs nothing until SIGCONT), `gone` (never started, exited, killed)."""
+
+
+@runtime_checkable
+class CanInspectProcess(Protocol):
+    def process_state(self, node: str) -> ProcessState:
+        """The state of the node's daemon (the leader of its process group), as the kernel has
+        it now: what a pause proves itself by (`nemesis.process`), since a signal to a process
+        that is gone is sent quietly and does nothing."""

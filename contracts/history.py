@@ -29,6 +29,10 @@ from typing import Any, Protocol
 
 Op = dict[str, Any]
 NEMESIS = "nemesis"
+# the errors of a nemesis step that was not done (docs/architecture.md, "The history"): it could
+# take effect on nothing it chose (`nemesis.base.NoEffect`), or it raised
+NO_EFFECT = "no-effect"
+FAULT_FAILED = "fault-failed"
 
 
 class Follow(Protocol):

@@ -27,7 +27,10 @@ def faults_table(history: list[Op]) -> list[str]:
         what = ", ".join(f"{k}={json.dumps(value[k])}" for k in FIELDS if k in value)
         if value.get("op") == "remove" and value.get("node") == value.get("leader"):
             what += " (the leader)"
-        note = "" if op["type"] == "ok" else f" [{op['type']}: {op.get('detail')}]"
+        # a step not done says why: `no-effect` (nothing it chose could be affected) or
+        # `fault-failed`, and the detail
+        note = "" if op["type"] == "ok" else " [" + ": ".join(
+            str(part) for part in (op["type"], op.get("error"), op.get("detail")) if part) + "]"
         lines.append(f"  {op['time'] / 1e9:7.1f}s {op['f'][6:]:<9} {what[:160]}{note}")
     return lines
 

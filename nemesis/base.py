@@ -62,6 +62,17 @@ class Env:
         return None
 
 
+class NoEffect(Exception):
+    """A step that could take effect on none of what it chose (a pause of a node that is down):
+    the schedule records it `info`, error `no-effect`, with `reason` and what was seen of each
+    node (`evidence`), and does not count it as a fault made."""
+
+    def __init__(self, reason: str, evidence: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.evidence = dict(evidence or {})
+
+
 class Fault(abc.ABC):
     kind: str
 
@@ -71,7 +82,8 @@ class Fault(abc.ABC):
 
     @abc.abstractmethod
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
-        """Do it; returns what was done (the completion's value in the history)."""
+        """Do it; returns what was done (the completion's value in the history). Raises
+        `NoEffect` when it could do nothing of it."""
 
     @abc.abstractmethod
     def stop(self) -> dict[str, Any]:

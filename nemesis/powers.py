@@ -1,10 +1,10 @@
 """The powers a fault may need, each with the one line that says it is lacking here.
 
-A power is asked of the backend (cut links), of the target's DB (kill, pause, name the leader,
-change its voters, replay a broker's registration), or of the machine (mount the disk faults'
-filesystem: the runner found out why not before, and passes its reason on as `disk`). A fault's
-spec (`nemesis.spec.FaultSpec`) lists the powers it needs; the first one lacking is why the
-fault cannot run here (`nemesis.registry.available`).
+A power is asked of the backend (cut links, tell a process's state), of the target's DB (kill,
+pause, name the leader, change its voters, replay a broker's registration), or of the machine
+(mount the disk faults' filesystem: the runner found out why not before, and passes its reason on
+as `disk`). A fault's spec (`nemesis.spec.FaultSpec`) lists the powers it needs; the first one
+lacking is why the fault cannot run here (`nemesis.registry.available`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from contracts.backend import Backend, CanPartition
+from contracts.backend import Backend, CanInspectProcess, CanPartition
 from contracts.target import (
     DB,
     CanChangeMembership,
@@ -41,7 +41,11 @@ def _target_can(protocol: type, why: str) -> Lacking:
 PARTITION = Power("partition", lambda backend, _db, _disk: (
     None if isinstance(backend, CanPartition) else f"the {backend.name} backend cannot partition"))
 KILL = Power("kill", _target_can(CanKill, "the target cannot kill nodes"))
-PAUSE = Power("pause", _target_can(CanPause, "the target cannot pause nodes"))
+# a pause proves itself by the process's state (nemesis.process), which the backend tells
+PAUSE = Power("pause", lambda backend, db, _disk: (
+    "the target cannot pause nodes" if not isinstance(db, CanPause)
+    else None if isinstance(backend, CanInspectProcess)
+    else f"the {backend.name} backend cannot tell whether a process is stopped"))
 CHANGE_VOTERS = Power("change-voters", _target_can(CanChangeMembership,
                                                    "the target cannot change its voters"))
 REPLAY_REGISTRATION = Power("replay-registration", _target_can(

@@ -9,8 +9,10 @@ that may step, so the others go on meanwhile. An `instant` fault (`membership`: 
 is not undone) is stopped in the turn it starts, so that each of its turns makes a change. The schedule runs in a thread of its own until `stop()`,
 which stops every active fault (recorded like any other stop); `heal_all` afterwards undoes every
 kind unconditionally, so that the final reads see a whole cluster even if a step failed half-way.
-A step that fails is recorded (`info`, `fault-failed`); should the thread itself die, `error`
-says why, and the runner does not pass the run off as tested under faults.
+A step that fails is recorded (`info`, `fault-failed`); a start that could take effect on none of
+what it chose (`NoEffect`: a pause of a node that is down) is `info`, `no-effect`, with the
+reason, and leaves its kind inactive, so that its next turn starts it again. Should the thread
+itself die, `error` says why, and the runner does not pass the run off as tested under faults.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from contracts.history import History
-from nemesis.base import Fault
+from contracts.history import FAULT_FAILED, NO_EFFECT, History
+from nemesis.base import Fault, NoEffect
 
 
 class Schedule:
@@ -36,7 +38,7 @@ class Schedule:
         self.log = log
         self.active: dict[str, dict[str, Any]] = {}  # kind -> what its start did
         self._since: dict[str, float] = {}  # kind -> when its active start began (monotonic)
-        self.started = 0
+        self.started = 0  # starts that took effect
         # why the schedule's thread died, if it did: the faults after that were never made, so
         # the run did not test what it says (the runner fails it)
         self.error: str | None = None
@@ -105,16 +107,24 @@ class Schedule:
                 assert choice is not None
                 self.active[fault.kind] = choice  # before it is done: a half-done start is undone
                 self._since[fault.kind] = time.monotonic()
-                self.started += 1
                 done = fault.start(choice)
+                self.started += 1
             else:
                 self.active.pop(fault.kind, None)
                 self._since.pop(fault.kind, None)
                 done = fault.stop()
+        except NoEffect as exc:
+            self.log(f"nemesis: {f} had no effect: {exc.reason}")
+            self.active.pop(fault.kind, None)  # nothing was done: nothing to stop
+            self._since.pop(fault.kind, None)
+            self.history.record({"process": "nemesis", "type": "info", "f": f,
+                                 "value": {**(choice or {}), "evidence": exc.evidence},
+                                 "error": NO_EFFECT, "detail": exc.reason[:200]})
+            return
         except Exception as exc:
             self.log(f"nemesis: {f} failed: {exc!r}")
             self.history.record({"process": "nemesis", "type": "info", "f": f, "value": choice,
-                                 "error": "fault-failed",
+                                 "error": FAULT_FAILED,
                                  "detail": f"{type(exc).__name__}: {exc}"[:200]})
             return
         self.history.record({"process": "nemesis", "type": "ok", "f": f, "value": done})

@@ -39,8 +39,16 @@ from typing import Any, TypeVar
 
 import paramiko
 
-from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult, Identify
+from contracts.backend import (
+    Backend,
+    BackendError,
+    ClusterSpec,
+    CommandResult,
+    Identify,
+    ProcessState,
+)
 from harness import images
+from harness.backends import pids
 from harness.backends.ssh import CommandLog, SshError, SshSession, generate_key
 
 T = TypeVar("T")
@@ -53,6 +61,9 @@ KEY_DIR_PREFIX = "kraft-jepsen-keys-"
 CHAIN = "KRAFT-JEPSEN"
 NODE_ROOT = "/var/lib/kraft-jepsen"
 SUPERVISE = "/usr/local/bin/kraft-supervise"
+# where kraft-supervise keeps the daemon's pid, and its exit status once it has ended
+DAEMON_PID = "/run/kraft-jepsen/daemon.pid"
+DAEMON_STATUS = "/run/kraft-jepsen/daemon.status"
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 
 
@@ -341,6 +352,13 @@ class DockerBackend(Backend):
 
     def is_running(self, node: str) -> bool:
         return self._session(node).run([SUPERVISE, "status"], check=False).exit_status == 0
+
+    def process_state(self, node: str) -> ProcessState:
+        """From /proc/<pid>/stat in the container, of the daemon kraft-supervise started while
+        it has not recorded its end (as `kraft-supervise status` reads it)."""
+        script = (f'pid=$(cat {DAEMON_PID} 2>/dev/null); [ -n "$pid" ] && '
+                  f'[ ! -e {DAEMON_STATUS} ] && cat "/proc/$pid/stat" 2>/dev/null; true')
+        return pids.state_in(self._session(node).run((), shell=script, timeout=30).stdout)
 
     def fetch(self, node: str, remote_path: str, local_dir: Path) -> None:
         self._session(node).fetch(self._absolute(node, remote_path), local_dir)

@@ -33,7 +33,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from contracts.backend import Backend, BackendError, ClusterSpec, CommandResult, Identify
+from contracts.backend import (
+    Backend,
+    BackendError,
+    ClusterSpec,
+    CommandResult,
+    Identify,
+    ProcessState,
+)
 from harness.backends import pids
 from harness.backends.proxy import LinkProxies
 
@@ -319,6 +326,16 @@ class LocalBackend(Backend):
     def is_running(self, node: str) -> bool:
         proc = self._procs.get(node)
         return proc is not None and proc.poll() is None
+
+    def process_state(self, node: str) -> ProcessState:
+        """From /proc/<pid>/stat of the node's daemon, the leader of its process group."""
+        proc = self._procs.get(node)
+        if proc is None or proc.poll() is not None:
+            return "gone"
+        try:
+            return pids.state_in(Path(f"/proc/{proc.pid}/stat").read_text())
+        except OSError:
+            return "gone"
 
     def serves(self, node: str, port: str) -> bool:
         """The socket listening on the node's port belongs to the node's process group. The port

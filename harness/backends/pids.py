@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from contracts.backend import ProcessState
+
 
 def base_dir() -> Path:
     override = os.environ.get("KRAFT_LOCAL_DIR")
@@ -34,6 +36,19 @@ def start_ticks(pid: int) -> int | None:
     # the command name may hold spaces and parentheses: fields resume after the last ')'
     fields = stat[stat.rindex(")") + 2:].split()
     return int(fields[19])
+
+
+def state_in(stat: str) -> ProcessState:
+    """The state a process's /proc/<pid>/stat text gives ("" when it could not be read): T or t
+    (stopped by a signal, or traced) is `stopped`; Z and X (dead, not yet reaped) and nothing
+    are `gone`; any other (R, S, D, ...) is `running`."""
+    try:
+        state = stat[stat.rindex(")") + 2:].split()[0]
+    except (ValueError, IndexError):
+        return "gone"
+    if state in ("T", "t"):
+        return "stopped"
+    return "gone" if state in ("Z", "X", "x") else "running"
 
 
 def alive(record: dict[str, int]) -> bool:

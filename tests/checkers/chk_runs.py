@@ -27,10 +27,12 @@ def node_files(log: list[int | None], hw: int | None, epoch: int = 1,
 
 def write_run(root: Path, history: list[Op], test: dict[str, Any] | None = None,
               nodes: dict[str, dict[str, Any]] | None = None) -> Path:
+    """A stored run of `history`; its test.json asks for no fault unless `test` says which (a
+    run that asks for faults and has none that took effect is not VALID)."""
     run = root / "results" / "append-test" / "20240601T120000.000000"
     (run / "nodes").mkdir(parents=True)
     test = {"name": "append-test", "start_time": "20240601T120000.000000", "seed": 1, "backend": "local",
-            "target": "reference", "workload": "append", "nemesis": ["partition"], "nodes": list(nodes or {}),
+            "target": "reference", "workload": "append", "nemesis": [], "nodes": list(nodes or {}),
             "concurrency": 3, "rate": 10, "time_limit": 5, "node_config": {}, "versions": {},
             **(test or {})}
     (run / "test.json").write_text(json.dumps(test))

@@ -453,6 +453,11 @@ def test_the_brokers_workload_is_judged_by_its_own_suite(tmp_path: Path) -> None
 
 
 def test_a_valid_brokers_run_through_compose(tmp_path: Path) -> None:
-    results = workloads.check(fault_free().ops(), TEST)
+    # a fault-free history: a run that asked for none
+    results = workloads.check(fault_free().ops(), {**TEST, "nemesis": []})
     assert results["valid"] is True, results
     assert results["checkers"]["fencing"]["valid"] is True
+    # had it asked for a partition, it was not tested under one
+    asked = workloads.check(fault_free().ops(), TEST)
+    assert asked["valid"] == "unknown" and asked["checkers"]["fencing"]["valid"] is True
+    assert asked["reason"].startswith("no fault took effect: the run asked for partition")

@@ -77,13 +77,16 @@ def test_daemon_pause_resume_kill_restart(cluster: DockerBackend) -> None:
         # The kernel still completes the handshake, but a stopped server never answers.
         assert http_get(address, 1.5) == "no-answer"
         assert cluster.is_running(node), "a paused daemon is still running"
+        assert cluster.process_state(node) == "stopped"  # what a pause proves itself by
         assert cluster.wait_exit(node, 0.2) is None
 
         cluster.signal(node, signal.SIGCONT)
         assert wait_for(lambda: http_get(address, 2) == "ok")
+        assert cluster.process_state(node) == "running"
 
         cluster.signal(node, signal.SIGKILL)
         assert not cluster.is_running(node)
+        assert cluster.process_state(node) == "gone"
         assert cluster.wait_exit(node, 5) == -signal.SIGKILL
         assert http_get(address, 2) == "refused"
 
@@ -111,6 +114,7 @@ def test_spawn_passes_env_and_reports_a_bad_command(cluster: DockerBackend) -> N
 def test_signal_without_daemon_is_a_no_op(cluster: DockerBackend) -> None:
     cluster.signal("n3", signal.SIGKILL)
     assert not cluster.is_running("n3")
+    assert cluster.process_state("n3") == "gone"
     assert cluster.wait_exit("n3", 0.1) is None
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.backend import CanDelay, CanPartition, ClusterSpec
+from contracts.backend import CanDelay, CanInspectProcess, CanPartition, ClusterSpec
 from harness.backends import pids
 from harness.backends.local import LocalBackend
 
@@ -127,6 +127,33 @@ def test_signals_reach_the_daemon_and_kill_is_reaped(backend: LocalBackend) -> N
     backend.signal("n1", signal.SIGKILL)
     assert not backend.is_running("n1")
     assert backend.is_running("n2")
+
+
+def test_process_state_is_the_kernels_stopped_running_or_gone(backend: LocalBackend) -> None:
+    # what a pause proves itself by (nemesis/process.py): a signal to a process that is gone is
+    # sent quietly, so only the state after it says whether it did anything
+    assert isinstance(backend, CanInspectProcess)
+    assert backend.process_state("n1") == "running"
+    backend.signal("n1", signal.SIGSTOP)
+    assert backend.process_state("n1") == "stopped"
+    assert backend.process_state("n2") == "running"
+    backend.signal("n1", signal.SIGCONT)
+    assert backend.process_state("n1") == "running"
+    backend.signal("n1", signal.SIGKILL)
+    assert backend.process_state("n1") == "gone"
+    backend.signal("n1", signal.SIGSTOP)  # quietly nothing
+    assert backend.process_state("n1") == "gone"
+    assert backend.process_state("n9") == "gone"  # never started
+
+
+def test_state_in_reads_the_field_after_the_command_name() -> None:
+    assert pids.state_in("123 (a) b) T 1 123 123") == "stopped"
+    assert pids.state_in("123 (py) t 1") == "stopped"
+    assert pids.state_in("123 (x) S 1") == "running"
+    assert pids.state_in("123 (x) R 1") == "running"
+    assert pids.state_in("123 (x) D 1") == "running"
+    assert pids.state_in("123 (x) Z 1") == "gone"
+    assert pids.state_in("") == "gone"
 
 
 def test_teardown_leaves_no_process_and_no_directory(tmp_path: Path,

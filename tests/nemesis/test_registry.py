@@ -92,6 +92,11 @@ def old_available(backend: Backend, db: DB, disk: str | None) -> dict[str, str |
 class Toy:
     name = "toy"
 
+    # every backend here can tell a process's state: the pause's power is the target's alone,
+    # as in the table before the specs (a backend that cannot: see the test after it)
+    def process_state(self, node: str) -> str:
+        return "running"
+
 
 class Cuts(Toy):
     def partition(self, blocked: Any) -> None: ...
@@ -173,6 +178,19 @@ def test_available_says_why_not_as_the_table_before_the_specs(
         partition: bool, powers: frozenset[type], disk: str | None) -> None:
     backend, db = backend_with(partition), db_with(set(powers))
     assert registry.available(backend, db, disk) == old_available(backend, db, disk)
+
+
+def test_a_pause_needs_a_backend_that_can_tell_a_process_is_stopped() -> None:
+    class Blind:
+        name = "blind"
+
+    assert registry.available(Blind(), db_with({Pause}), None)["pause"] == (  # type: ignore[arg-type]
+        "the blind backend cannot tell whether a process is stopped")
+    # the target's lack comes first
+    assert registry.available(Blind(), db_with(set()), None)["pause"] == (  # type: ignore[arg-type]
+        "the target cannot pause nodes")
+    with pytest.raises(TypeError, match="cannot tell whether a process is stopped"):
+        registry.build(["pause"], Env(Blind(), db_with({Pause}), ["n1"]))  # type: ignore[arg-type]
 
 
 def test_a_backend_and_target_with_no_power_are_told_each_reason() -> None:
