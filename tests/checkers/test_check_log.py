@@ -152,9 +152,10 @@ def test_final_reads_of_nothing_after_acknowledged_appends_lose_every_one() -> N
     result = verdict(b)
     assert result["valid"] is False
     assert result["checkers"]["completeness"]["valid"] is True  # the reads succeeded
-    # each final read loses each acknowledged value, citing the ack and the read
-    lost = {(a["value"], a["ops"][-1]) for a in result["anomalies"]["lost-write"]}
-    assert lost == {(value, final) for value in (10, 11, 12) for final in finals}
+    # each acknowledged value is lost once, witnessed by every final read, the first the proof
+    lost = {a["value"]: (a["witnesses"], a["first_witness"], a["ops"][-1])
+            for a in result["anomalies"]["lost-write"]}
+    assert lost == {value: (3, finals[0], finals[0]) for value in (10, 11, 12)}
     assert all(a["ops"][1] in acks for a in result["anomalies"]["lost-write"])
 
 
