@@ -436,14 +436,10 @@ class KvClient(ReferenceClient):
         return {**op, "type": "ok"} if code == ErrorCode.none else _produce_failed(op, code)
 
     def _cas(self, op: Op, cas: kv.Cas, timeout: float) -> Op:
-        code, message = self._command(encode_cas(cas.key, cas.expected, cas.to), timeout)
-        if code != ErrorCode.none:
-            return _produce_failed(op, code)
-        swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
-        if swapped is None:
-            # committed, but whether it swapped is not said: the effect is unknown, never guessed
-            return {**op, "type": "info", "error": "cas-outcome-unknown",
-                    "detail": f"error_message {message!r}"}
+        swapped = _cas_outcome(op, *self._command(encode_cas(cas.key, cas.expected, cas.to),
+                                                  timeout))
+        if isinstance(swapped, Failed):
+            return swapped.outcome
         done = kv.CasOk(cas.key, cas.expected, cas.to, swapped)
         return {**op, "type": "ok", "value": ops.value(done)}
 
@@ -478,14 +474,10 @@ class KvClient(ReferenceClient):
             new = kv.appended(current, append.value)
             if new is None:
                 return {**op, "type": "fail", "error": "not-text", "detail": repr(current)[:200]}
-            code, message = self._command(encode_cas(append.key, current, new),
-                                          max(0.0, deadline - time.monotonic()))
-            if code != ErrorCode.none:
-                return _produce_failed(op, code)
-            swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
-            if swapped is None:
-                return {**op, "type": "info", "error": "cas-outcome-unknown",
-                        "detail": f"error_message {message!r}"}
+            swapped = _cas_outcome(op, *self._command(encode_cas(append.key, current, new),
+                                                      max(0.0, deadline - time.monotonic())))
+            if isinstance(swapped, Failed):
+                return swapped.outcome
             if swapped:
                 return {**op, "type": "ok"}
             self.produced = False  # not swapped: nothing appended, as before the cas
@@ -528,6 +520,18 @@ class BrokersClient(ReferenceClient):
             return {**op, "type": "fail" if exc.certainly_not_sent else "info", "node": node,
                     "error": WIRE_ERRORS.get(type(exc), "wire-error"), "detail": str(exc)[:200]}
         return {**describe_outcome(op, part, node), "node": node}
+
+
+def _cas_outcome(op: Op, code: ErrorCode, message: object) -> bool | Failed:
+    """Whether a cas the node answered swapped, or the op's completion when that is not known."""
+    if code != ErrorCode.none:
+        return Failed(_produce_failed(op, code))
+    swapped = CAS_OUTCOMES.get(message) if isinstance(message, str) else None
+    if swapped is None:
+        # committed, but whether it swapped is not said: the effect is unknown, never guessed
+        return Failed({**op, "type": "info", "error": "cas-outcome-unknown",
+                       "detail": f"error_message {message!r}"})
+    return swapped
 
 
 def _produce_failed(op: Op, code: ErrorCode) -> Op:
