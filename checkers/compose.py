@@ -31,6 +31,7 @@ from checkers import (
     append_history,
     availability,
     completeness,
+    liveness,
     membership,
     promises,
     raft_invariants,
@@ -145,6 +146,10 @@ def check(history: Sequence[Op], test: Mapping[str, Any], nodes: Mapping[str, Pa
             # KIP-853: every voter change the nemesis was told succeeded is committed
             verdicts.run("membership", lambda: membership.check(outline.nemesis, test,
                                                                 node_data()))
+    if liveness.applies(outline.nemesis, test):
+        # a node that crashed fails the run; one killed from outside, or down at the end, makes
+        # it unknown; the nodes' logs are searched for the target's crash patterns
+        verdicts.run("liveness", lambda: liveness.check(outline.nemesis, test, nodes))
     if availability.applies(test):
         # test.json's floors (`--min-availability`): a liveness regression fails the run
         verdicts.run("availability", lambda: availability.check(history, test))

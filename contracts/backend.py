@@ -49,8 +49,40 @@ class ClusterSpec:
     options: dict[str, str] = field(default_factory=dict)
 
 
+TERMINATING = frozenset({"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP"})
+"""The signals by which the harness ends a daemon: an exit after one of them is the harness's."""
+
+
 class Backend(abc.ABC):
+    """Besides the abstract levers, each backend keeps a ledger of its daemons (`incarnation`,
+    `signals_sent`): its `spawn` calls `_spawned`, its `signal` calls `_signalled` for a signal
+    it delivered, so that the run's liveness watch (harness/liveness.py) can tell an exit the
+    harness caused from one it did not."""
+
     name: str
+
+    def incarnation(self, node: str) -> int:
+        """How many daemons were spawned on the node so far (0: none yet)."""
+        return len(self._ledger().get(node, []))
+
+    def signals_sent(self, node: str, incarnation: int) -> tuple[str, ...]:
+        """The signals (`SIGKILL`, ...) the harness delivered to the node's `incarnation`-th
+        daemon, in order."""
+        daemons = self._ledger().get(node, [])
+        return tuple(daemons[incarnation - 1]) if 0 < incarnation <= len(daemons) else ()
+
+    def _spawned(self, node: str) -> None:
+        self._ledger().setdefault(node, []).append([])
+
+    def _signalled(self, node: str, sig: signal.Signals) -> None:
+        daemons = self._ledger().get(node)
+        if daemons:
+            daemons[-1].append(sig.name)
+
+    def _ledger(self) -> dict[str, list[list[str]]]:
+        # made on first use: the backends' own __init__ need not call ours
+        ledger: dict[str, list[list[str]]] = self.__dict__.setdefault("_daemons", {})
+        return ledger
 
     @abc.abstractmethod
     def setup(self, spec: ClusterSpec) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -30,6 +31,21 @@ PROMISES: dict[str, str] = {
     "acked-writes-durable": "an acknowledged write is never lost, through crashes and power loss",
     "no-duplicates": "an append acknowledged once is stored once",
 }
+
+
+@dataclass(frozen=True)
+class DesignedExit:
+    """An exit a target's program makes by design, known by its last log lines: recorded, the
+    node restarted by the heal, never a crash (Kafka halts when its log directory fails)."""
+
+    pattern: str  # a regular expression found in the exited node's last log lines
+    why: str  # what the exit is, in a few words, for the summary
+    # the fault kinds after which the exit is by design (it is a crash before any took effect);
+    # empty: at any time (a refusal to start that says the host is at fault: its port is taken)
+    after: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "why": self.why, "after": list(self.after)}
 
 
 class DB(abc.ABC):
@@ -166,6 +182,14 @@ class Target(abc.ABC):
     # whether collect() writes log.jsonl / events.jsonl / final.json (docs/contracts.md): the
     # checkers that judge node data (raft-invariants, snapshots) run only when it does
     node_data: bool = True
+    # the node's log file, relative to its directory (`Backend.node_dir`): the last lines of an
+    # exit the harness did not cause join its `node-exit` op (harness/liveness.py)
+    log_file: str | None = None
+    # regular expressions of a crash in a node's log (a panic, a fatal error): each line that
+    # matches is a `node-crashed` anomaly (checkers/liveness.py, Jepsen's log-pattern checker)
+    crash_patterns: tuple[str, ...] = ()
+    # the exits the program makes on purpose; any other exit it makes on its own is a crash
+    designed_exits: tuple[DesignedExit, ...] = ()
     # the workloads this target runs, each by the client class (or factory) that speaks its ops
     # to the nodes, in the order `workloads()` lists them (the first is `kraft test`'s default)
     clients: ClassVar[Mapping[str, Callable[[], Client]]] = {}

@@ -51,6 +51,7 @@ from harness import store
 from harness.config import TestConfig
 from harness.disk import Disks
 from harness.interpreter import Interpreter, Worker, perform
+from harness.liveness import Watch
 from harness.progress import Progress
 from harness.summary import render
 from nemesis.base import Env
@@ -146,9 +147,12 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
 
 def target_facts(target: Target) -> dict[str, Any]:
     """What test.json records of the target for the checkers: the promises it makes (the
-    anomalies of the others are findings, checkers/promises.py) and whether its nodes leave node
-    data for raft-invariants and snapshots."""
-    return {"promises": sorted(target.promises), "node_data": bool(target.node_data)}
+    anomalies of the others are findings, checkers/promises.py), whether its nodes leave node
+    data for raft-invariants and snapshots, and how a crash of its program shows (its crash
+    patterns and the exits it makes by design, for checkers/liveness.py)."""
+    return {"promises": sorted(target.promises), "node_data": bool(target.node_data),
+            "crash_patterns": list(target.crash_patterns),
+            "designed_exits": [exit.to_json() for exit in target.designed_exits]}
 
 
 def cluster_options(config: TestConfig, target: Target) -> dict[str, str]:
@@ -207,6 +211,7 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
     if config.brokers and isinstance(db, CanDeployBrokers):
         db.use_brokers(config.broker_nodes())
     disks: Disks | None = None
+    watch: Watch | None = None
     try:
         announce(out, "deploy")
         log(f"backend {backend.name}: setup")
@@ -225,11 +230,17 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
             _wait_for_leader(db, backend, nodes, config.recovery_time, log)
             _wait_for_brokers(db, backend, nodes, config.broker_nodes(), config.recovery_time,
                               log)
+            watch = Watch(backend, nodes, history, target.log_file, log)
+            watch.start()
             _run_workload(config, backend, target, db, workload, history, log, out, problems,
-                          disks)
+                          watch, disks)
             if membership is not None and isinstance(db, CanChangeMembership):
                 membership["final_quorum"] = _final_quorum(db, backend, nodes, log)
         finally:
+            if watch is not None:
+                watch.stop()
+                if watch.error is not None:
+                    problems.append(f"the liveness watch died: {watch.error}")
             _teardown_db(db, backend, nodes, run_dir, log)
             if disks is not None:
                 _unmount(disks, problems, log, run_dir)
@@ -327,7 +338,8 @@ def _wait_for_brokers(db: DB, backend: Backend, nodes: list[str], brokers: list[
 
 def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
                   workload: Workload, history: History, log: Callable[[str], None],
-                  out: TextIO, problems: list[str], disks: Disks | None = None) -> None:
+                  out: TextIO, problems: list[str], watch: Watch,
+                  disks: Disks | None = None) -> None:
     seeds = config.seeds()
     nodes = config.all_nodes()
     env = Env(backend, db, nodes, disk=disks, brokers=config.broker_nodes())
@@ -377,8 +389,11 @@ def _run_workload(config: TestConfig, backend: Backend, target: Target, db: DB,
     if schedule.error is not None:
         problems.append(f"the nemesis died: {schedule.error}")
     _stop_if_unrecorded(history)
+    # a node that exited on its own, or that a heal could not restart, is started once more
+    watch.revive(db, env.broken)
     log("healed; waiting for recovery")
     _wait_for_leader(db, backend, nodes, config.recovery_time, log)
+    watch.settle(env.broken)
     _final_reads(config, workload, history, make_client, interpreter.next_process(), log)
 
 

@@ -35,10 +35,34 @@ def faults_table(history: list[Op]) -> list[str]:
     return lines
 
 
+def nodes_table(history: list[Op]) -> list[str]:
+    """What the liveness watch saw (harness/liveness.py), when it saw anything to say: an exit
+    the harness did not cause, a node started again at the heal, a node down at the end."""
+    lines = []
+    for op in history:
+        if op.get("process") != "nemesis":
+            continue
+        value = op.get("value") or {}
+        if op["f"] == "node-exit":
+            how = (f"killed by {value['signal']}" if value.get("signal")
+                   else f"exited with status {value.get('status')}")
+            last = (value.get("log") or [""])[-1]
+            said = f": {last[:100]}" if last else ""
+            lines.append(f"  {op['time'] / 1e9:7.1f}s {value.get('node')} {how}, not by the "
+                         f"harness{said}")
+        elif op["f"] == "revive":
+            came = ", ".join(f"{node} {state}" for node, state in (value.get("nodes") or {}).items())
+            lines.append(f"  {op['time'] / 1e9:7.1f}s started again at the heal: {came[:160]}")
+        elif op["f"] == "node-states" and value.get("down"):
+            lines.append(f"  {op['time'] / 1e9:7.1f}s down at the end: "
+                         f"{', '.join(value['down'])}")
+    return ["nodes:", *lines] if lines else []
+
+
 def render(results: dict[str, Any], history: list[Op], run_dir: Path) -> str:
     from checkers import summary
 
-    parts = [*faults_table(history), summary.render(results, history)]
+    parts = [*faults_table(history), *nodes_table(history), summary.render(results, history)]
     error = results.get("error")
     if error == "interrupted":
         parts.append("the run was interrupted: what it recorded is checked above")

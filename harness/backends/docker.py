@@ -339,8 +339,12 @@ class DockerBackend(Backend):
         if result.exit_status != 0:
             raise BackendError(f"{node}: cannot start `{shlex.join(argv)}`: "
                                f"{result.stderr.strip()}")
+        self._spawned(node)
 
     def signal(self, node: str, sig: signals.Signals) -> None:
+        # noted before it is sent: an exit the signal causes must never look like the node's own
+        # (kraft-supervise does not say whether the daemon still ran to receive it)
+        self._signalled(node, sig)
         self._session(node).run([SUPERVISE, "signal", sig.name], timeout=30)
 
     def wait_exit(self, node: str, timeout: float) -> int | None:

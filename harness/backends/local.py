@@ -295,6 +295,7 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise BackendError(f"{node}: cannot start {' '.join(argv)}: {exc}") from exc
         self._procs[node] = proc
+        self._spawned(node)
         pids.write_json(self._root() / "pids" / f"{node}.json", pids.record_for(proc.pid))
         self._log(f"{node}: started pid {proc.pid}: {' '.join(full)}")
 
@@ -303,6 +304,7 @@ class LocalBackend(Backend):
         if proc is None or proc.poll() is not None:
             return
         self._log(f"{node}: {sig.name} to group {proc.pid}")
+        self._signalled(node, sig)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         if sig == signals.SIGKILL:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress
-from contracts.target import DB, PROMISES, Client, Target
+from contracts.target import DB, PROMISES, Client, DesignedExit, Target
 from harness.targets.etcd_client import CallError, EtcdClient, call, gateway, range_body
 from harness.targets.signals import SignalledProcess
 
@@ -350,6 +350,15 @@ class EtcdTarget(Target):
     promises = frozenset(PROMISES)
     node_data = False
     clients: ClassVar[Mapping[str, Callable[[], Client]]] = {"kv": EtcdClient}
+    log_file = LOG
+    # a Go panic, the Go runtime's fatal error, zap's panic level (etcd's logger)
+    crash_patterns = ("^panic: ", "^fatal error: ", '"level":"panic"')
+    designed_exits = (
+        DesignedExit("address already in use", "refused to start: its port is taken"),
+        # etcd refuses to start on a WAL or snapshot it cannot read (a fatal log line)
+        DesignedExit('"level":"fatal"', "refused to start on a damaged data directory",
+                     ("fsync-stall", "power-loss", "corrupt")),
+    )
 
     def __init__(self) -> None:
         self._db: EtcdDB | None = None

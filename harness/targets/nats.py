@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from contracts.backend import Backend, BackendError, HasSharedPeerAddress, Identify
-from contracts.target import DB, Client, Target
+from contracts.target import DB, Client, DesignedExit, Target
 from harness.targets.nats_client import STREAM, NatsClient, create_stream
 from harness.targets.signals import SignalledProcess, await_listening, last_error_line
 
@@ -325,6 +325,13 @@ class NatsTarget(Target):
     promises = frozenset({"linearizable", "acked-writes-durable", "no-duplicates"})
     node_data = False
     clients: ClassVar[Mapping[str, Callable[[], Client]]] = {"append": NatsClient}
+    log_file = LOG
+    crash_patterns = ("^panic: ", "^fatal error: ")  # a Go panic, the Go runtime's fatal error
+    designed_exits = (
+        DesignedExit("address already in use", "refused to start: its port is taken"),
+        # JetStream stops the server on a store it cannot recover ([FTL], a fatal log line)
+        DesignedExit(r"\[FTL\]", "stopped on a damaged JetStream store", ("fsync-stall", "power-loss", "corrupt")),
+    )
 
     def db(self) -> DB:
         return NatsDB()

@@ -32,7 +32,7 @@ from ssl import SSLContext
 from typing import Any, ClassVar
 
 from contracts.backend import Backend, BackendError
-from contracts.target import DB, Client, Target
+from contracts.target import DB, Client, DesignedExit, Target
 from harness.targets.reference_client import (
     WIRE_ERRORS,
     AppendClient,
@@ -502,6 +502,17 @@ def write_node_dumps(into: Path, me: int | None) -> None:
 class ReferenceTarget(Target):
     name = "reference"
     ports = {"kafka": 9093, "metrics": 9100}
+    log_file = LOG
+    # the node's own words when a task it cannot do without dies (supervisor.py, pump.py)
+    crash_patterns = ("internal task failed", "carrying out the core's output failed",
+                      "^Fatal Python error")
+    designed_exits = (
+        DesignedExit("cannot listen", "refused to start: its port is taken"),
+        # Kafka halts when a log directory fails; the node stops at once on a failed write
+        DesignedExit("disk write failed|write failed|cannot open ",
+                     "halted on a failed disk, as Kafka halts on a failed log directory",
+                     ("fsync-stall", "power-loss", "corrupt")),
+    )
     clients: ClassVar[Mapping[str, type[ReferenceClient]]] = {
         "append": AppendClient, "kv": KvClient, "brokers": BrokersClient}
 

@@ -146,6 +146,22 @@ def test_process_state_is_the_kernels_stopped_running_or_gone(backend: LocalBack
     assert backend.process_state("n9") == "gone"  # never started
 
 
+def test_the_ledger_keeps_the_signals_each_daemon_was_delivered(backend: LocalBackend,
+                                                               tmp_path: Path) -> None:
+    # what the liveness watch tells the harness's exits from the others' by (harness/liveness.py)
+    assert backend.incarnation("n1") == 1 and backend.signals_sent("n1", 1) == ()
+    backend.signal("n1", signal.SIGSTOP)
+    backend.signal("n1", signal.SIGCONT)
+    backend.signal("n1", signal.SIGKILL)
+    backend.signal("n1", signal.SIGTERM)  # to a daemon that is gone: delivered to nobody
+    assert backend.signals_sent("n1", 1) == ("SIGSTOP", "SIGCONT", "SIGKILL")
+    backend.spawn("n1", [sys.executable, "-c", "import time; time.sleep(30)"],
+                  str(tmp_path / "again.log"))
+    assert backend.incarnation("n1") == 2 and backend.signals_sent("n1", 2) == ()
+    assert backend.signals_sent("n1", 1) == ("SIGSTOP", "SIGCONT", "SIGKILL")
+    assert backend.incarnation("n9") == 0 and backend.signals_sent("n9", 1) == ()
+
+
 def test_state_in_reads_the_field_after_the_command_name() -> None:
     assert pids.state_in("123 (a) b) T 1 123 123") == "stopped"
     assert pids.state_in("123 (py) t 1") == "stopped"

@@ -244,7 +244,10 @@ def test_test_json_records_the_targets_promises_and_node_data() -> None:
     from toy_target import LaxToyTarget, ToyTarget
 
     from contracts.target import PROMISES
-    assert runner.target_facts(ToyTarget()) == {"promises": sorted(PROMISES), "node_data": False}
+    assert runner.target_facts(ToyTarget()) == {
+        "promises": sorted(PROMISES), "node_data": False, "crash_patterns": ["^toy: fatal"],
+        "designed_exits": [{"pattern": "Address already in use",
+                            "why": "refused to start: its port is taken", "after": []}]}
     lax = runner.target_facts(LaxToyTarget())["promises"]
     assert lax == sorted(set(PROMISES) - {"acked-writes-durable"})
 

@@ -3,7 +3,8 @@
 `--lossy` keeps the log in memory only, so that a kill loses acknowledged appends: a system the
 harness must find invalid. `--no-fsync` writes the log but never fsyncs it, so that only a power
 cut (the disk nemeses) loses acknowledged appends. A line torn by a power cut (no newline at the
-end) is cut off at start, as a checksummed log would drop it.
+end) is cut off at start, as a checksummed log would drop it. `--crash-after S` makes the server
+crash S seconds after it starts: a fatal line in its log, exit status 70.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import socketserver
+import sys
 import threading
 from pathlib import Path
 
@@ -25,7 +27,10 @@ def main() -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--lossy", action="store_true")
     parser.add_argument("--no-fsync", action="store_true")
+    parser.add_argument("--crash-after", type=float)
     args = parser.parse_args()
+    if args.crash_after is not None:
+        threading.Timer(args.crash_after, crash).start()
     Path(args.data).mkdir(parents=True, exist_ok=True)
     path = Path(args.data) / "log.txt"
     if path.exists() and not args.lossy:
@@ -61,6 +66,11 @@ def main() -> None:
     socketserver.ThreadingTCPServer.daemon_threads = True
     with socketserver.ThreadingTCPServer(("127.0.0.1", args.port), Handler) as server:
         server.serve_forever()
+
+
+def crash() -> None:
+    print("toy: fatal: the log is inconsistent, giving up", file=sys.stderr, flush=True)
+    os._exit(70)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 Loadable from the command line as `--target toy_target:ToyTarget` with tests/harness on
 PYTHONPATH. `--node-config lossy=true` makes n1 forget everything when killed; `down=true` starts
 no server at all, so that every operation fails; `fsync=false` acknowledges appends it never
-fsyncs (lost only in a power cut). Its log is `<node dir>/data/log.txt`, the data directory the
-disk nemeses mount their filesystem over. `LaxToyTarget` claims no durability, and
+fsyncs (lost only in a power cut); `crash=n2:3` makes n2 crash 3 s after each start. Its log
+is `<node dir>/data/log.txt`, the data directory the disk nemeses mount their filesystem over. `LaxToyTarget` claims no durability, and
 `PackagedToyTarget` lacks its program on the local backend (contracts/target.py's promises and
 refusals).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.backend import Backend
-from contracts.target import DB, Client, Target
+from contracts.target import DB, Client, DesignedExit, Target
 
 SERVER = str(Path(__file__).with_name("toy_server.py"))
 LEADER = "n1"
@@ -49,6 +49,9 @@ class ToyDB(DB):
             argv.append("--lossy")
         if self.config.get("fsync") == "false":
             argv.append("--no-fsync")
+        crashing, _, after = self.config.get("crash", "").partition(":")
+        if crashing == node:
+            argv += ["--crash-after", after or "1"]
         backend.spawn(node, argv, f"{backend.node_dir(node)}/server.log")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -118,6 +121,10 @@ class ToyTarget(Target):
     # its nodes write no log.jsonl / events.jsonl / final.json: nothing for raft-invariants
     node_data = False
     clients = {"append": ToyClient}
+    log_file = "server.log"
+    crash_patterns = ("^toy: fatal",)
+    designed_exits = (DesignedExit("Address already in use", "refused to start: its port is "
+                                   "taken"),)
 
     def db(self) -> DB:
         return ToyDB()
