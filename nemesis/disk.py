@@ -54,6 +54,14 @@ def _said(evidence: dict[str, str]) -> str:
     return "; ".join(f"{node} {seen}" for node, seen in evidence.items())
 
 
+def _stalled(status: dict[str, Any]) -> bool:
+    """Whether a filesystem's status says fsync is stalled (one built before it said `stalled`,
+    e.g. in an older node image, still tells the stall's `stall_remaining`)."""
+    if "stalled" in status:
+        return bool(status["stalled"])
+    return status.get("stall_remaining") is not None
+
+
 class FsyncStall(Fault):
     kind = FSYNC_STALL
 
@@ -76,8 +84,9 @@ class FsyncStall(Fault):
         self._held_before = {n: int(s.get("fsyncs_stalled") or 0) - int(s.get("fsyncs_waiting")
                                                                        or 0)
                              for n, s in statuses.items()}
-        evidence = {n: (f"stalled, {s.get('fsyncs_waiting', 0)} fsyncs waiting"
-                        if s.get("stalled") else "not stalled") for n, s in statuses.items()}
+        evidence = {n: (("stalled, " + (f"{s['fsyncs_waiting']} fsyncs waiting"
+                                        if "fsyncs_waiting" in s else "fsyncs waiting not told"))
+                        if _stalled(s) else "not stalled") for n, s in statuses.items()}
         loose = [n for n, seen in evidence.items() if seen == "not stalled"]
         if loose:
             raise RuntimeError(f"{', '.join(loose)} not stalled after the stall ({_said(evidence)})")
@@ -94,7 +103,7 @@ class FsyncStall(Fault):
         statuses = on_each(healed, self._heal)
         held = {n: int(s.get("fsyncs_stalled") or 0) - self._held_before.get(n, 0)
                 for n, s in statuses.items()}
-        evidence = {n: ("still stalled" if s.get("stalled")
+        evidence = {n: ("still stalled" if _stalled(s)
                         else f"{s.get('fsyncs_waiting')} fsyncs still waiting"
                         if s.get("fsyncs_waiting") else f"healed, {held[n]} fsyncs held")
                     for n, s in statuses.items()}
@@ -109,7 +118,7 @@ class FsyncStall(Fault):
         deadline = time.monotonic() + DRAIN_WAIT_S
         while True:
             status = self.disk.status(node)
-            drained = not status.get("stalled") and not status.get("fsyncs_waiting")
+            drained = not _stalled(status) and not status.get("fsyncs_waiting")
             if drained or time.monotonic() >= deadline:
                 return status
             time.sleep(0.05)

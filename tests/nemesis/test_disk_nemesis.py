@@ -154,6 +154,19 @@ def test_a_stall_the_status_does_not_show_fails_the_step() -> None:
         FsyncStall(env, ["one"]).start({"target": "one", "nodes": ["n1"]})
 
 
+def test_a_filesystem_that_does_not_say_stalled_is_read_by_its_stall_remaining() -> None:
+    env, _, _ = make_env()
+    disk = env.disk
+    assert isinstance(disk, FakeDisk)
+    told = disk.status
+    disk.status = lambda node: {  # type: ignore[method-assign]  # a faultfs of an older image
+        "fsyncs_stalled": 0, "stall_remaining": 119.5 if told(node)["stalled"] else None}
+    fault = FsyncStall(env, ["one"])
+    done = fault.start({"target": "one", "nodes": ["n1"]})
+    assert done["evidence"] == {"n1": "stalled, fsyncs waiting not told"}
+    assert fault.stop()["evidence"] == {"n1": "healed, 0 fsyncs held"}
+
+
 def test_a_heal_that_leaves_fsyncs_waiting_fails_the_stop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("nemesis.disk.DRAIN_WAIT_S", 0.1)
