@@ -9,8 +9,9 @@ says `unknown`, with the reason, when
 - (a log) no final read succeeded: values acknowledged above every other read's high watermark
   could be lost unseen; (the `kv` workload) final reads were asked and none succeeded: a write
   lost after the last read of its key would go unseen;
-- test.json asks for faults (`nemesis`) and no fault took effect (`checkers.faults.starts_done`):
-  none started in time, or none had an effect; the run was not tested under faults;
+- test.json asks for faults (`nemesis`) and a kind it names never took effect
+  (`checkers.faults.starts_by_kind`): it never started, or none of its starts had an effect; the
+  run was not tested under that fault, whatever the others did;
 - the run did not finish (test.json's `outcome`: `running` when its harness died, `interrupted`,
   `failed`): the history is partial, and what the run did not get to is unchecked.
 
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkers.append_history import AppendHistory
-from checkers.faults import starts_done
+from checkers.faults import Starts, starts_by_kind, starts_done
 from checkers.history import NEMESIS, Op, Outline
 from checkers.result import UNKNOWN
 
@@ -61,8 +62,10 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
         reasons.append("no final read of any key succeeded: lost writes cannot be ruled out")
     asked = _asked_faults(test)
     done = starts_done(outline.nemesis) if asked else None
-    if asked and not done:
-        reasons.append(_no_fault(asked, outline.nemesis))
+    missing = _not_done(asked, outline.nemesis)
+    if missing:
+        reasons.append(_no_fault(asked, outline.nemesis) if not done
+                       else _no_fault_for(missing))
     outcome = test.get("outcome")
     unfinished = isinstance(outcome, str) and outcome != COMPLETE
     if unfinished:
@@ -83,6 +86,8 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
         result["final_reads"] = finals
     if done is not None:
         result["faults_done"] = done
+    if missing:
+        result["faults_not_done"] = sorted(missing)
     if unfinished:
         result["outcome"] = outcome
         result["unfinished"] = UNFINISHED.get(str(outcome), f"the run ended {outcome!r}")
@@ -106,7 +111,30 @@ def _asked_faults(test: Mapping[str, Any]) -> list[str]:
     return [str(kind) for kind in asked] if isinstance(asked, list) else []
 
 
+def _not_done(asked: list[str], nemesis: Sequence[Op]) -> dict[str, Starts]:
+    """The asked kinds none of whose starts took effect (a kind never started: no starts)."""
+    if not asked:
+        return {}
+    starts = starts_by_kind(nemesis)
+    return {kind: starts.get(kind, Starts()) for kind in asked
+            if not starts.get(kind, Starts()).done}
+
+
+def _no_fault_for(missing: dict[str, Starts]) -> str:
+    """Why the kinds in `missing` did not take effect, while others did."""
+    return "; ".join(f"no fault took effect for {kind}: {_why(starts)}"
+                     for kind, starts in missing.items())
+
+
+def _why(starts: Starts) -> str:
+    if starts.completed:
+        return (f"none of its {starts.completed} start{'s' if starts.completed != 1 else ''} "
+                "took effect")
+    return "its first start never completed" if starts.invoked else "it never started"
+
+
 def _no_fault(asked: list[str], nemesis: Sequence[Op]) -> str:
+    """Why no fault took effect at all."""
     starts = [op for op in nemesis if str(op.get("f", "")).startswith("start-")]
     completed = sum(1 for op in starts if op.get("type") != "invoke")
     why = (f"none of its {completed} start{'s' if completed != 1 else ''} took effect" if completed

@@ -122,6 +122,33 @@ def starts_done(history: Sequence[Op]) -> int:
     return done
 
 
+@dataclass(slots=True)
+class Starts:
+    """One fault kind's starts: `invoked` (the invokes), `completed` (the completions, and lone
+    ops), `done` (those of them that say it was done: `took_effect`)."""
+
+    invoked: int = 0
+    completed: int = 0
+    done: int = 0
+
+
+def starts_by_kind(history: Sequence[Op]) -> dict[str, Starts]:
+    """Each fault kind's starts, in the order the kinds first started (a kind that never
+    started is absent)."""
+    kinds: dict[str, Starts] = {}
+    for op in history:
+        step = _step(op) if op.get("process") == NEMESIS else None
+        if step is None or step[0] != "start":
+            continue
+        starts = kinds.setdefault(step[1], Starts())
+        if op.get("type") == "invoke":
+            starts.invoked += 1
+        else:
+            starts.completed += 1
+            starts.done += took_effect(op)
+    return kinds
+
+
 def _step(op: Op) -> tuple[str, str] | None:
     """(phase, kind) of a nemesis op `start-KIND` or `stop-KIND`; None for any other op."""
     phase, dash, kind = str(op["f"]).partition("-")

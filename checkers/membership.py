@@ -68,12 +68,13 @@ def requested(history: Sequence[Op]) -> list[Requested]:
         value = op.get("value")
         if not isinstance(value, dict) or value.get("op") not in CHANGES:
             continue
-        result = value.get("result") if op.get("type") == "ok" else op.get("error")
+        # the target's answer; a change it did not make is `info`, `no-effect`, with the answer
+        result = value.get("result", None if op.get("type") == "ok" else op.get("error"))
         found.append(Requested(int(op["index"]), str(value["op"]), str(value.get("node")),
                                None if result is None else str(result)))
         also = value.get("also")  # a second change sent at the same moment
         if isinstance(also, dict) and also.get("op") in CHANGES:
-            also_result = also.get("result") if op.get("type") == "ok" else op.get("error")
+            also_result = also.get("result", None if op.get("type") == "ok" else op.get("error"))
             found.append(Requested(int(op["index"]), str(also["op"]), str(also.get("node")),
                                    None if also_result is None else str(also_result)))
     return found

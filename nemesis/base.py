@@ -63,14 +63,17 @@ class Env:
 
 
 class NoEffect(Exception):
-    """A step that could take effect on none of what it chose (a pause of a node that is down):
-    the schedule records it `info`, error `no-effect`, with `reason` and what was seen of each
-    node (`evidence`), and does not count it as a fault made."""
+    """A step that could take effect on none of what it chose (a pause of a node that is down, a
+    voter change the quorum refused): the schedule records it `info`, error `no-effect`, with
+    `reason`, what was seen of each node (`evidence`) and what else the step learnt (`seen`,
+    merged into the value: the target's answer), and does not count it as a fault made."""
 
-    def __init__(self, reason: str, evidence: dict[str, str] | None = None) -> None:
+    def __init__(self, reason: str, evidence: dict[str, str] | None = None,
+                 seen: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.evidence = dict(evidence or {})
+        self.seen = dict(seen or {})
 
 
 class Fault(abc.ABC):

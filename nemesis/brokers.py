@@ -9,8 +9,9 @@ in the network), and accepting it would hand the broker id back to that process.
 This fault makes such a zombie on purpose. Its choice picks a broker and reads the incarnation it is
 registered with (`registration` of `contracts.target.CanReplayRegistration`). The start kills the
 broker and starts it again (a new, greater incarnation), and waits until that incarnation is
-registered. The stop then sends the OLD incarnation's BrokerRegistration to the active controller,
-as the old process would have, and records the controller's answer.
+registered (the proof it took effect; no newer one in time, or no registration to replay, is
+`NoEffect`). The stop then sends the OLD incarnation's BrokerRegistration to the active
+controller, as the old process would have, and records its answer and the incarnation it holds.
 
 Details (the history's values, heal, the deployment side): docs/internals/nemesis.md#brokers
 """
@@ -23,7 +24,7 @@ import uuid
 from typing import Any
 
 from contracts.target import CanKill, CanReplayRegistration
-from nemesis.base import Env, Fault
+from nemesis.base import Env, Fault, NoEffect
 from nemesis.powers import KILL, REPLAY_REGISTRATION
 from nemesis.spec import FaultSpec
 
@@ -76,22 +77,38 @@ class StaleIncarnation(Fault):
         return choice
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """Kill and restart the broker; proved by the newer incarnation the controller then
+        holds (`evidence`). NoEffect, with the reason, when there is no registration to replay
+        (none known, or no address in it: nothing is killed then) or the restarted broker
+        registered no newer incarnation in time (no zombie to replay)."""
         node = str(choice["node"])
         self.node, self.renewed = node, False
         old = choice.get("old_incarnation")
         self.old = None
         if old is None:
-            return {**choice, "new_incarnation": None}
+            raise NoEffect(str(choice.get("reason") or "no registration of it is known"),
+                           {node: "not registered"})
         registered = self.ops.registration(self.env.backend, self.env.nodes, node)
         # the one chosen (read again: its host and port, as the old process advertised them)
-        self.old = registered if registered and registered.get("incarnation") == old else {
+        replay = registered if registered and registered.get("incarnation") == old else {
             **(registered or {}), "incarnation": old}
+        if "host" not in replay:
+            raise NoEffect("no controller gave the address of its registration to replay",
+                           {node: "registration unknown"})
+        self.old = replay
         # a kill, not a stop: the old process gets no say (no controlled shutdown)
         self.killer.kill(self.env.backend, node)
         self.env.db.start(self.env.backend, node)
         new = self._await_newer(node, str(old))
-        self.renewed = new is not None
-        return {**choice, "new_incarnation": new}
+        if new is None:
+            self.old = None
+            raise NoEffect(f"the restarted broker registered no newer incarnation within "
+                           f"{REGISTER_TIMEOUT:g}s: no zombie to replay",
+                           {node: f"killed and restarted; still registered as {old}"})
+        self.renewed = True
+        return {**choice, "new_incarnation": new,
+                "evidence": {node: f"killed and restarted; the controller holds incarnation "
+                                   f"{new}"}}
 
     def _await_newer(self, node: str, old: str) -> str | None:
         """The incarnation `node` is registered with once it is newer than `old`, or None."""
@@ -104,6 +121,8 @@ class StaleIncarnation(Fault):
         return None
 
     def stop(self) -> dict[str, Any]:
+        """Replay the old registration; the controller's answer, and the incarnation it holds
+        after it (`held_after`: the new one, unless the replay was wrongly accepted)."""
         node, old = self.node, self.old
         self.old = None
         if node is None or old is None or not self.renewed or "host" not in old:
@@ -112,8 +131,16 @@ class StaleIncarnation(Fault):
         while True:
             answer = self.ops.register(self.env.backend, self.env.nodes, node, old)
             if answer.get("error") not in NOT_ACTIVE or time.monotonic() > deadline:
-                return {"node": node, "old_incarnation": old["incarnation"], "answer": answer}
+                break
             time.sleep(POLL)
+        now = self.ops.registration(self.env.backend, self.env.nodes, node)
+        held = now.get("incarnation") if now else None
+        which = ("the old one" if held == old["incarnation"] else "unknown" if held is None
+                 else "a newer one" if is_newer(held, old["incarnation"]) else "another one")
+        return {"node": node, "old_incarnation": old["incarnation"], "answer": answer,
+                "held_after": held,
+                "evidence": {node: f"answered {answer.get('error')}; the controller holds "
+                                   f"{which}"}}
 
     def heal(self) -> None:
         self.old, self.renewed = None, False

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.target import CanChangeMembership
-from nemesis.base import Env, Fault
+from nemesis.base import Env, Fault, NoEffect
 from nemesis.powers import CHANGE_VOTERS
 from nemesis.spec import Count, FaultContext, FaultSpec, Option
 
@@ -129,24 +129,58 @@ class Membership(Fault):
                 **({"directory_id": directory} if directory else {})}
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """The change, and its proof: the quorum DescribeQuorum shows after it (`quorum`). A
+        change the target did not make (refused, or not answered ok and not seen in the quorum
+        after), or a step that found nothing to change, is `NoEffect` with the answer."""
         node, op = choice.get("node"), choice["op"]
         if op == NONE:
-            return {**choice, "result": "no-leader" if "voters" not in choice else "none"}
+            raise NoEffect(str(choice.get("reason") or "no change possible"))
         assert isinstance(node, str)
         if op == "add" and isinstance(choice.get("also"), dict):
-            return self._pair(choice, node, choice["also"])
-        if op == "add":
-            result = self._add(node)
+            done = self._pair(choice, node, choice["also"])
+        elif op == "add":
+            done = {**choice, "result": self._add(node)}
         elif op == "remove":
-            result = self._remove(node, choice.get("leader"))
+            done = {**choice, "result": self._remove(node, choice.get("leader"))}
         elif op == "restart":
             self.env.db.stop(self.env.backend, node)
             self.env.db.start(self.env.backend, node)
             self.state.removed.discard(node)
-            result = "ok"
+            if not self.env.backend.is_running(node):
+                raise RuntimeError(f"{node} not running after its restart")
+            return {**choice, "result": "ok", "evidence": {node: "running"}}
         else:
             raise ValueError(f"unknown membership op {op!r}; one of {', '.join(OPS)}")
-        return {**choice, "result": result}
+        return self._proved(done)
+
+    def _proved(self, done: dict[str, Any]) -> dict[str, Any]:
+        """`done` with the quorum after it and what each change shows there; NoEffect when no
+        change was answered ok nor shows."""
+        quorum = self.ops.quorum(self.env.backend, self.env.nodes)
+        voters = None if quorum is None else set(quorum.get("voters") or ())
+        before = set(done.get("voters") or ())
+        changes = [done, *([done["also"]] if isinstance(done.get("also"), dict) else [])]
+        evidence: dict[str, str] = {}
+        took = False
+        for change in changes:
+            node, result = str(change["node"]), str(change.get("result"))
+            # made, though not answered ok (a timeout): the node's vote changed since the choice
+            shows = voters is not None and (node in voters) != (node in before) \
+                and (node in voters) == (change["op"] == "add")
+            took = took or result == "ok" or shows
+            evidence[node] = (f"{result}; " + ("no node could describe the quorum after"
+                                               if voters is None else
+                                               f"{'a voter' if node in voters else 'not a voter'}"
+                                               " in the quorum after"))
+        after = None if quorum is None else {k: quorum.get(k) for k in
+                                             ("voters", "observers", "leader", "epoch")}
+        if not took:
+            answers = ", ".join(f"{c['op']} {c['node']}: {c.get('result')}" for c in changes)
+            raise NoEffect(f"the target did not make the change ({answers})", evidence,
+                           {"result": done.get("result"),
+                            **({"also": done["also"]} if "also" in done else {}),
+                            "quorum": after})
+        return {**done, "quorum": after, "evidence": evidence}
 
     def _add(self, node: str) -> str:
         result = self.ops.add_voter(self.env.backend, self.env.nodes, node)
@@ -164,7 +198,7 @@ class Membership(Fault):
         return result
 
     def _pair(self, choice: dict[str, Any], node: str, also: dict[str, Any]) -> dict[str, Any]:
-        """The add and the removal at once, each on its own thread."""
+        """The add and the removal at once, each on its own thread; their answers."""
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="membership") as pool:
             added = pool.submit(self._add, node)
             removed = pool.submit(self._remove, str(also["node"]), choice.get("leader"))

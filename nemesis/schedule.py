@@ -118,7 +118,8 @@ class Schedule:
             self.active.pop(fault.kind, None)  # nothing was done: nothing to stop
             self._since.pop(fault.kind, None)
             self.history.record({"process": "nemesis", "type": "info", "f": f,
-                                 "value": {**(choice or {}), "evidence": exc.evidence},
+                                 "value": {**(choice or {}), **exc.seen,
+                                           "evidence": exc.evidence},
                                  "error": NO_EFFECT, "detail": exc.reason[:200]})
             return
         except Exception as exc:

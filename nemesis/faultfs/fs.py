@@ -392,14 +392,21 @@ class FaultFs(mfusepy.Operations):
         self.gate.heal()
 
     def status(self) -> dict[str, Any]:
+        """What the disk holds and does now: the unsynced data, whether fsync is stalled and
+        how many fsyncs wait on it, and the damaged files no repair has undone yet."""
+        root = Path(self.root)
         with self._mutex:
             dirty = [t.state for t in self.states.values() if t.state.dirty]
+            damaged = sorted({path.relative_to(root).as_posix() for path, _ in self._damaged})
         remaining = self.gate.stall_remaining()
         return {
             "unsynced_bytes": sum(s.unsynced_bytes for s in dirty),
             "unsynced_files": len(dirty),
             "fsyncs": self.gate.fsyncs,
             "fsyncs_stalled": self.gate.fsyncs_stalled,
+            "stalled": remaining is not None,
+            "fsyncs_waiting": self.gate.fsyncs_waiting,
+            "damaged": damaged,
             "stall_remaining": None if remaining is None else round(remaining, 3),
             "slow_ms": self.gate.slow_ms,
         }

@@ -35,6 +35,8 @@ class FsyncGate:
         self.slow_ms = 0.0
         self.fsyncs = 0
         self.fsyncs_stalled = 0
+        self.fsyncs_waiting = 0
+        """The fsyncs held by a stall right now (a heal drains it: each goes on)."""
 
     # --- the levers ---------------------------------------------------------------------------
 
@@ -82,13 +84,18 @@ class FsyncGate:
         with self._cond:
             self.fsyncs += 1
             left = self._remaining()
-            if left is not None:
-                self.fsyncs_stalled += 1
-            while left is not None:
-                if interrupted():
-                    raise Interrupted
-                self._cond.wait(min(left, POLL))
-                left = self._remaining()
+            if left is None:
+                return self._clock()
+            self.fsyncs_stalled += 1
+            self.fsyncs_waiting += 1
+            try:
+                while left is not None:
+                    if interrupted():
+                        raise Interrupted
+                    self._cond.wait(min(left, POLL))
+                    left = self._remaining()
+            finally:
+                self.fsyncs_waiting -= 1
         return self._clock()
 
     def _leave(self, entered: float, interrupted: Callable[[], bool]) -> None:

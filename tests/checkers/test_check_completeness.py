@@ -179,3 +179,65 @@ def test_a_crash_in_kraft_check_exits_3_never_1(tmp_path: Path, monkeypatch: pyt
     run = write_run(tmp_path, healthy().ops)
     assert kraft(["check", "--no-plots", str(run)]) == 3
     assert "RuntimeError: a bug" in capsys.readouterr().err
+
+
+# -- faults: each kind a run asked for took effect, or the run is not VALID -------------------------
+
+
+def nemesis_step(b: Builder, f: str, type_: str, value: Any = None,
+                 error: str | None = None) -> None:
+    """A nemesis step as the schedule records it: its invoke, then its completion."""
+    b._add(process="nemesis", type="invoke", f=f, value=value)
+    b._add(process="nemesis", type=type_, f=f, value=value, error=error)
+
+
+def with_faults(*steps: tuple[str, str, str | None]) -> Builder:
+    """A healthy history after nemesis steps (f, completion type, error)."""
+    b = Builder()
+    for f, type_, error in steps:
+        nemesis_step(b, f, type_, {"nodes": ["n1"]}, error)
+    tail = healthy()
+    for op in tail.ops:
+        b._add(**{k: v for k, v in op.items() if k not in ("index", "time")})
+    return b
+
+
+def test_a_kind_asked_for_that_never_took_effect_makes_the_run_unknown_though_others_did() -> None:
+    b = with_faults(("start-partition", "ok", None), ("stop-partition", "ok", None),
+                    ("start-kill", "info", "no-effect"), ("start-kill", "info", "fault-failed"),
+                    ("start-pause", "ok", None))
+    result = workloads.check(b.ops, {"workload": "append",
+                                     "nemesis": ["partition", "kill", "pause", "membership"]})
+    assert result["valid"] == "unknown"
+    assert reason(result) == ("no fault took effect for kill: none of its 2 starts took effect; "
+                              "no fault took effect for membership: it never started")
+    completeness = result["checkers"]["completeness"]
+    assert completeness["faults_done"] == 2
+    assert completeness["faults_not_done"] == ["kill", "membership"]
+
+
+def test_a_kind_whose_only_start_is_still_in_flight_is_said_so() -> None:
+    b = with_faults(("start-partition", "ok", None))
+    b._add(process="nemesis", type="invoke", f="start-kill", value={"nodes": ["n2"]})
+    result = workloads.check(b.ops, {"workload": "append", "nemesis": ["partition", "kill"]})
+    assert result["valid"] == "unknown"
+    assert reason(result) == "no fault took effect for kill: its first start never completed"
+
+
+def test_a_run_in_which_every_kind_asked_for_took_effect_is_valid() -> None:
+    b = with_faults(("start-partition", "info", "no-effect"), ("start-partition", "ok", None),
+                    ("start-kill", "ok", None), ("stop-kill", "ok", None))
+    result = workloads.check(b.ops, {"workload": "append", "nemesis": ["partition", "kill"]})
+    assert result["valid"] is True, result
+    assert "faults_not_done" not in result["checkers"]["completeness"]
+    # a kind that was not asked for does not count for one that was
+    asked_pause = workloads.check(b.ops, {"workload": "append", "nemesis": ["kill", "pause"]})
+    assert reason(asked_pause) == "no fault took effect for pause: it never started"
+
+
+def test_when_no_kind_took_effect_the_reason_speaks_of_the_whole_run() -> None:
+    b = with_faults(("start-kill", "info", "no-effect"))
+    result = workloads.check(b.ops, {"workload": "append", "nemesis": ["pause", "kill"]})
+    assert reason(result) == ("no fault took effect: the run asked for pause, kill, and none of "
+                              "its 1 start took effect")
+    assert result["checkers"]["completeness"]["faults_not_done"] == ["kill", "pause"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nemesis import brokers
-from nemesis.base import Env
+from nemesis.base import Env, NoEffect
 from nemesis.brokers import NOT_SENT, StaleIncarnation, is_newer
 from nemesis.registry import available, build
 
@@ -100,10 +100,15 @@ def test_the_old_incarnation_is_replayed_after_the_new_one_registered() -> None:
     started = nemesis.start(choice)
     assert cluster.calls == [("kill", node), ("start", node)]
     assert is_newer(started["new_incarnation"], old)
-    assert started == {**choice, "new_incarnation": cluster.registered[node]["incarnation"]}
+    new = cluster.registered[node]["incarnation"]
+    assert started == {**choice, "new_incarnation": new, "evidence": {
+        node: f"killed and restarted; the controller holds incarnation {new}"}}
     stopped = nemesis.stop()
     assert stopped == {"node": node, "old_incarnation": old,
-                       "answer": {"error": "duplicate_broker_registration", "broker_epoch": -1}}
+                       "answer": {"error": "duplicate_broker_registration", "broker_epoch": -1},
+                       "held_after": new, "evidence": {
+                           node: "answered duplicate_broker_registration; the controller "
+                                 "holds a newer one"}}
     # the replay is the old process's registration: its incarnation, host and port
     assert cluster.sent[0]["incarnation"] == old and cluster.sent[0]["host"] == "10.0.0." + node[1:]
 
@@ -113,8 +118,12 @@ def test_an_accepted_replay_is_recorded_with_its_epoch() -> None:
     cluster = Cluster(hosts, accept_old=True)
     nemesis = fault(cluster, hosts)
     nemesis.start(nemesis.choose(random.Random(2)))
-    answer = nemesis.stop()["answer"]
+    stopped = nemesis.stop()
+    answer = stopped["answer"]
     assert answer["error"] == "none" and answer["broker_epoch"] > 0
+    # the controller handed the broker id back to the zombie, and the evidence says so
+    assert stopped["held_after"] == stopped["old_incarnation"]
+    assert stopped["evidence"][stopped["node"]].endswith("the controller holds the old one")
 
 
 def test_nothing_is_replayed_when_the_new_incarnation_never_registers(
@@ -123,8 +132,11 @@ def test_nothing_is_replayed_when_the_new_incarnation_never_registers(
     hosts = Hosts()
     cluster = Cluster(hosts, register_on_start=False)
     nemesis = fault(cluster, hosts)
-    started = nemesis.start(nemesis.choose(random.Random(3)))
-    assert started["new_incarnation"] is None
+    choice = nemesis.choose(random.Random(3))
+    with pytest.raises(NoEffect, match="registered no newer incarnation") as none:
+        nemesis.start(choice)
+    assert none.value.evidence == {
+        choice["node"]: f"killed and restarted; still registered as {choice['old_incarnation']}"}
     stopped = nemesis.stop()
     assert stopped["answer"] == {"error": NOT_SENT, "broker_epoch": -1} and not cluster.sent
 
@@ -136,7 +148,9 @@ def test_an_unregistered_broker_is_left_alone() -> None:
     nemesis = fault(cluster, hosts)
     choice = nemesis.choose(random.Random(4))
     assert choice["old_incarnation"] is None and "reason" in choice
-    assert nemesis.start(choice)["new_incarnation"] is None and cluster.calls == []
+    with pytest.raises(NoEffect, match="no controller knows a registration"):
+        nemesis.start(choice)
+    assert cluster.calls == []  # nothing killed
     assert nemesis.stop()["answer"]["error"] == NOT_SENT
 
 

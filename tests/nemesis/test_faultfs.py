@@ -268,6 +268,7 @@ def test_a_stall_blocks_fsync_and_only_fsync(shared: Mounted, d: Path) -> None:
     assert not done.is_set()
     status = shared.ctl("status")
     assert status["fsyncs_stalled"] >= 1 and 20 < status["stall_remaining"] <= 30
+    assert status["stalled"] is True and status["fsyncs_waiting"] == 1
     # A directory fsync waits as well.
     began = time.monotonic()
     shared.ctl("stall", seconds=0.3)
@@ -281,7 +282,9 @@ def test_a_stall_blocks_fsync_and_only_fsync(shared: Mounted, d: Path) -> None:
     assert thread.is_alive()
     shared.ctl("heal")
     thread.join(2)
-    assert not thread.is_alive() and shared.ctl("status")["stall_remaining"] is None
+    healed = shared.ctl("status")
+    assert not thread.is_alive() and healed["stall_remaining"] is None
+    assert healed["stalled"] is False and healed["fsyncs_waiting"] == 0
     # A stalled fsync did not make the data durable before it returned; now it is.
     shared.ctl("lose-unsynced")
     assert (d / "stalled").read_bytes() == b"pending"
@@ -362,11 +365,15 @@ def test_repair_undoes_flips_and_cuts_newest_first(shared: Mounted, d: Path) -> 
     flipped_again = shared.ctl("corrupt", globs=[f"{rel}/*.log"], mode="bitflip", seed=4)
     cut = shared.ctl("corrupt", globs=[f"{rel}/quorum-state"], mode="truncate", seed=5)
     assert cut["size_after"] < cut["size_before"]
+    # the filesystem says which files carry damage no repair has undone
+    # (earlier tests on the shared mount may have left damage of their own)
+    assert {flipped["file"], cut["file"]} <= set(shared.ctl("status")["damaged"])
     report = shared.ctl("repair")
     assert {flipped["file"], flipped_again["file"], cut["file"]} <= set(report["repaired"])
     assert segment.read_bytes() == original
     assert state.read_bytes() == b'{"leaderEpoch": 7}'
     assert shared.ctl("repair") == {"repaired": [], "not_repaired": []}  # nothing left to undo
+    assert shared.ctl("status")["damaged"] == []
 
 
 def test_a_file_changed_since_its_damage_is_not_repaired(shared: Mounted, d: Path) -> None:

@@ -179,10 +179,37 @@ def test_a_stall_holds_an_fsync_until_heal() -> None:
     thread.start()
     assert not done.wait(0.2)
     assert gate.fsyncs_stalled == 1 and gate.stall_remaining() is not None
+    assert gate.fsyncs_waiting == 1  # held now: the evidence that a stall took effect
     gate.heal()
     assert done.wait(2)
     thread.join()
     assert gate.stall_remaining() is None
+    assert gate.fsyncs_waiting == 0 and gate.fsyncs_stalled == 1
+
+
+def test_an_fsync_interrupted_in_a_stall_no_longer_waits() -> None:
+    gate = FsyncGate()
+    gate.stall(30)
+    killed = threading.Event()
+    outcome: list[str] = []
+
+    def fsync() -> None:
+        try:
+            with gate.passage(killed.is_set):
+                outcome.append("passed")
+        except Interrupted:
+            outcome.append("interrupted")
+
+    thread = threading.Thread(target=fsync)
+    thread.start()
+    deadline = time.monotonic() + 2
+    while gate.fsyncs_waiting != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.fsyncs_waiting == 1
+    killed.set()
+    thread.join(2)
+    assert outcome == ["interrupted"] and gate.fsyncs_waiting == 0
+    assert gate.stall_remaining() is not None  # the stall itself goes on
 
 
 def test_a_stall_ends_by_itself_and_slow_makes_fsync_last() -> None:

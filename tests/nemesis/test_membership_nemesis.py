@@ -13,7 +13,7 @@ import pytest
 
 from contracts.history import History
 from contracts.target import CanChangeMembership
-from nemesis.base import Env
+from nemesis.base import Env, NoEffect
 from nemesis.membership import Membership, Plan, min_voters, plan
 from nemesis.registry import DEFAULT_KINDS, KINDS, available, build
 from nemesis.schedule import Schedule
@@ -175,14 +175,51 @@ def test_removing_the_leader_is_recorded_and_counted() -> None:
     assert "n3" not in after["voters"] and after["leader"] == "n1"
 
 
-def test_a_refused_change_is_recorded_with_its_error_and_changes_nothing() -> None:
+def test_a_refused_change_is_no_effect_with_the_answer_and_changes_nothing(
+        tmp_path: Path) -> None:
     fault, quorum, _ = _fault()
     quorum.refuse = "request-timed-out"
-    done = fault.start({"op": "remove", "node": "n2", "nodes": ["n2"], "leader": "n2",
-                        "voters": INITIAL})
-    assert done["result"] == "request-timed-out"
+    choice = {"op": "remove", "node": "n2", "nodes": ["n2"], "leader": "n2", "voters": INITIAL}
+    with pytest.raises(NoEffect) as refused:
+        fault.start(choice)
+    assert refused.value.seen["result"] == "request-timed-out"
+    assert refused.value.evidence == {"n2": "request-timed-out; a voter in the quorum after"}
     assert fault.leader_removals == 0 and not fault.state.removed
     assert quorum.voters == INITIAL
+    # the history: info, no-effect, with the answer the membership checker reads
+    history = History(tmp_path / "history.jsonl")
+    schedule = Schedule([fault], interval=0.01, seed=3, history=history)
+    schedule._do(fault, "start")
+    [_invoke, done] = history.ops()
+    assert (done["type"], done["error"]) == ("info", "no-effect")
+    assert done["value"]["result"] == "request-timed-out"
+    assert "did not make the change" in done["detail"]
+    assert fault.kind not in schedule.active  # nothing to stop
+
+
+def test_a_change_answered_badly_that_the_quorum_shows_took_effect() -> None:
+    fault, quorum, _ = _fault()
+    answered = quorum.add_voter
+
+    def timed_out(backend: Any, nodes: list[str], node: str) -> str:
+        answered(backend, nodes, node)  # committed, but the answer was lost
+        return "timeout"
+
+    quorum.add_voter = timed_out  # type: ignore[method-assign]
+    done = fault.start({"op": "add", "node": "n6", "nodes": ["n6"], "leader": "n1",
+                        "voters": INITIAL})
+    assert done["result"] == "timeout"
+    assert done["evidence"] == {"n6": "timeout; a voter in the quorum after"}
+    assert "n6" in done["quorum"]["voters"]
+
+
+def test_a_change_is_proved_by_the_quorum_after_it() -> None:
+    fault, _, _ = _fault()
+    done = fault.start({"op": "remove", "node": "n3", "nodes": ["n3"], "leader": "n1",
+                        "voters": INITIAL})
+    assert done["result"] == "ok" and done["evidence"] == {"n3": "ok; not a voter in the "
+                                                                 "quorum after"}
+    assert done["quorum"]["voters"] == ["n1", "n2", "n4", "n5"]
 
 
 def test_a_removed_node_is_restarted_as_an_observer_once() -> None:
@@ -228,20 +265,23 @@ def test_the_schedule_records_each_change_and_the_quorum_after_it(tmp_path: Path
     assert stops[-1]["value"]["voters"] == sorted(quorum.voters)
 
 
-def test_a_step_without_a_quorum_or_a_possible_change_is_recorded_as_none() -> None:
+def test_a_step_without_a_quorum_or_a_possible_change_is_no_effect() -> None:
     fault, quorum, _ = _fault()
     described = quorum.quorum
     quorum.quorum = lambda backend, nodes: None  # type: ignore[method-assign]
     choice = fault.choose(random.Random(0))
     assert choice["op"] == "none" and "describe the quorum" in choice["reason"]
-    assert fault.start(choice)["result"] == "no-leader"
+    with pytest.raises(NoEffect, match="no node could describe the quorum"):
+        fault.start(choice)
     assert quorum.calls == []  # nothing was asked of the quorum
     # every node votes, none may go (a floor of 7): nothing to do
     quorum.quorum = described  # type: ignore[method-assign]
     quorum.voters = list(NODES)
     fault.state.floor = 7
     choice = fault.choose(random.Random(0))
-    assert choice["op"] == "none" and fault.start(choice)["result"] == "none"
+    assert choice["op"] == "none"
+    with pytest.raises(NoEffect, match="no change possible"):
+        fault.start(choice)
 
 
 def test_registry_offers_membership_only_to_a_target_that_can_change_voters() -> None:
