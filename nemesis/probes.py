@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from contracts.backend import Backend, CanProbeLink
+from contracts.backend import PROBE_TIMEOUT_S, Backend, CanProbeLink
 from nemesis.base import on_each
 from nemesis.links import Link
 
 UNPROVEN = "unproven: backend cannot probe links"
 BLOCKED, PASSES = "blocked", "passes"
+TIMEOUT_S = PROBE_TIMEOUT_S  # each probe's
 
 
 def prove_cut(backend: Backend, nodes: Sequence[str], cut: Collection[Link],
@@ -90,7 +91,7 @@ def _open_link(nodes: Sequence[str], held: Collection[Link], near: str | None) -
 
 def _probe(backend: CanProbeLink, links: list[Link]) -> dict[Link, str]:
     names = {_name(link): link for link in links}
-    seen = on_each(list(names), lambda name: backend.probe(*names[name]))
+    seen = on_each(list(names), lambda name: backend.probe(*names[name], TIMEOUT_S))
     return {names[name]: PASSES if passed else BLOCKED for name, passed in seen.items()}
 
 
