@@ -12,8 +12,9 @@ an address per link: they keep one URL per member in replicated state that every
 `shared_peer_address(dst, port, identify)` (`HasSharedPeerAddress`): one address for everyone,
 where the backend tells the dialers apart by `identify`, a function of the target's protocol that
 names the dialing node from the first bytes it sends (etcd's `X-Server-From` header, say).
-Optional powers (partition, delay, tell a process's state) are separate small protocols, so that
-a nemesis asks a backend whether it can before it tries (`isinstance(backend, CanPartition)`).
+Optional powers (partition, delay, probe a link, tell a process's state) are separate small
+protocols, so that a nemesis asks a backend whether it can before it tries
+(`isinstance(backend, CanPartition)`).
 """
 
 from __future__ import annotations
@@ -193,3 +194,19 @@ class CanInspectProcess(Protocol):
         """The state of the node's daemon (the leader of its process group), as the kernel has
         it now: what a pause proves itself by (`nemesis.process`), since a signal to a process
         that is gone is sent quietly and does nothing."""
+
+
+PROBE_TIMEOUT_S = 1.0
+"""How long a link probe waits for its bytes to come back: far above a round trip on a host or a
+bridge network, short enough that a fault's start proves its cuts within a second or two."""
+
+
+@runtime_checkable
+class CanProbeLink(Protocol):
+    def probe(self, src: str, dst: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+        """Whether a connection from src's host to dst's host, along the path src's program takes
+        to dst (the path `partition` cuts, as it cuts the node's own connections), gets through:
+        connected, and a few bytes sent and echoed back, within `timeout`. A TCP connection needs
+        both directions, so a cut of dst->src fails it too. The echo is the backend's own
+        listener at dst's end of the path, never dst's daemon: a probe tells a cut from an open
+        link whether the daemon runs or not. What a network fault proves its cuts by."""

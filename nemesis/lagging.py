@@ -10,8 +10,9 @@ ways, and keeps it away for `duration` seconds, however short the schedule's int
 schedule asks `hold` before it stops a fault); then its links are restored.
 
 The start's value says which node lags, the leader it lags behind (null when none was known: then
-any node may be chosen), the duration and the cut links; the stop's, the node and how long it was
-away. With small thresholds (`--node-config metadata.log.max.record.bytes.between.snapshots=2000
+any node may be chosen), the duration, the cut links and the probes' evidence of them
+(`nemesis.probes`); the stop's, the node, how long it was away and the evidence of the heal.
+With small thresholds (`--node-config metadata.log.max.record.bytes.between.snapshots=2000
 --node-config metadata.max.retention.bytes=0`) the default duration covers several snapshots at
 the default rate.
 """
@@ -27,6 +28,7 @@ from nemesis.base import Env, Fault
 from nemesis.links import Links
 from nemesis.partition import lagging_follower
 from nemesis.powers import PARTITION
+from nemesis.probes import prove_cut, prove_restored
 from nemesis.spec import FaultContext, FaultSpec, Option, Seconds
 
 KIND = "lagging-follower"
@@ -63,15 +65,19 @@ class LaggingFollower(Fault):
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
         self.lagging = choice["node"]
         self._since = time.monotonic()
-        self.links.cut(self.kind, ((a, b) for a, b in choice["cut"]))
-        return choice
+        cuts = {(a, b) for a, b in choice["cut"]}
+        self.links.cut(self.kind, cuts)
+        return {**choice, "evidence": prove_cut(self.env.backend, self.env.nodes, cuts,
+                                                self.links.now())}
 
     def stop(self) -> dict[str, Any]:
         node, since = self.lagging, self._since
         self.lagging, self._since = None, None
+        cut = self.links.held().get(self.kind, frozenset())
         self.links.restore(self.kind)
         away = None if since is None else round(time.monotonic() - since, 3)
-        return {"node": node, "away": away}
+        return {"node": node, "away": away,
+                "evidence": prove_restored(self.env.backend, cut, self.links.now())}
 
     def heal(self) -> None:
         self.lagging, self._since = None, None

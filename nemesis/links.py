@@ -39,6 +39,11 @@ class Links:
         with self._lock:
             return dict(self._cuts)
 
+    def now(self) -> frozenset[Link]:
+        """Every link cut now, by any owner: what the backend holds."""
+        with self._lock:
+            return frozenset().union(*self._cuts.values())
+
     def _apply(self) -> None:
         union = set().union(*self._cuts.values()) if self._cuts else set()
         if union:

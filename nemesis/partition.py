@@ -6,7 +6,7 @@ are `halves`, `one`, `leader` (the zombie-leader scenario), `majorities-ring` (J
 `bridge`, `follower` (a voter the leader commits, and snapshots, past) and, when the run has
 brokers, `broker` (one broker cut off from every controller). With brokers, the quorum's shapes
 are drawn over the controllers alone; the shapes that need the leader draw a random node when
-none is known.
+none is known. A start proves its cuts, a stop their heal, by probes (`nemesis.probes`).
 
 Details (each shape, what it tests, how brokers and an unknown leader change the draw):
 docs/internals/nemesis.md#partition
@@ -22,6 +22,7 @@ from contracts.backend import CanPartition
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
 from nemesis.powers import PARTITION
+from nemesis.probes import prove_cut, prove_restored
 from nemesis.spec import Choices, FaultContext, FaultSpec, Option
 
 KIND = "partition"
@@ -133,12 +134,16 @@ class Partition(Fault):
         return {"shape": shape, **info, "cut": sorted([a, b] for a, b in cuts)}
 
     def start(self, choice: dict[str, Any]) -> dict[str, Any]:
-        self.links.cut(self.kind, ((a, b) for a, b in choice["cut"]))
-        return choice
+        cuts = {(a, b) for a, b in choice["cut"]}
+        self.links.cut(self.kind, cuts)
+        return {**choice, "evidence": prove_cut(self.env.backend, self.env.nodes, cuts,
+                                                self.links.now())}
 
     def stop(self) -> dict[str, Any]:
+        cut = self.links.held().get(self.kind, frozenset())
         self.links.restore(self.kind)
-        return {"healed": "all" if not self.links.held() else self.kind}
+        return {"healed": "all" if not self.links.held() else self.kind,
+                "evidence": prove_restored(self.env.backend, cut, self.links.now())}
 
     def heal(self) -> None:
         self.links.restore(self.kind)

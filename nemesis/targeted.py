@@ -34,6 +34,7 @@ from contracts.target import CanKill, HasDataDir
 from nemesis.base import Env, Fault
 from nemesis.links import Link, Links
 from nemesis.powers import KILL, LEADER_AND_DATA, PARTITION
+from nemesis.probes import prove_cut, prove_restored
 from nemesis.spec import FaultSpec
 
 KIND = "targeted"
@@ -109,6 +110,7 @@ class Targeted(Fault):
         self._round: list[str] = []
         self._state_paths: dict[str, Path] = {}
         self._delayed = False  # whether a shape left links delayed
+        self._ever_cut: set[Link] = set()  # every link cut since the last stop: what it proves
 
     # -- the Fault API -------------------------------------------------------------------------
 
@@ -145,8 +147,10 @@ class Targeted(Fault):
         return {**choice, "steps": steps.done}
 
     def stop(self) -> dict[str, Any]:
+        cut, self._ever_cut = self._ever_cut, set()
         restarted = self._restore()
-        return {"healed": "all" if not self.links.held() else self.kind, "restarted": restarted}
+        return {"healed": "all" if not self.links.held() else self.kind, "restarted": restarted,
+                "evidence": prove_restored(self.env.backend, cut, self.links.now())}
 
     def heal(self) -> None:
         self._restore()
@@ -157,9 +161,10 @@ class Targeted(Fault):
 
     def _stale_follower(self, choice: dict[str, Any], steps: Steps) -> None:
         leader, stale = choice["leader"], choice["stale"]
-        self._cut(_isolating(stale, self.env.controllers))
-        steps.note("cut-off", node=stale)
-        self.sleep(choice["lag"])
+        cut_at = self.clock()
+        evidence = self._cut_proven(_isolating(stale, self.env.controllers))
+        steps.note("cut-off", node=stale, evidence=evidence)
+        self.sleep(max(0.0, choice["lag"] - (self.clock() - cut_at)))
         # The stale follower is killed too and started first: all restarted, each campaigns one
         # fetch timeout after its start, so the stale one asks first, and asks the others once
         # they are up. Left running, it would campaign whenever its own cycle (fetch timeout,
@@ -220,9 +225,10 @@ class Targeted(Fault):
         steps.note("kill", nodes=[voter], epoch=epoch)
         self.sleep(timing.replicate)
         apart = _between(sides[0], sides[1])
-        self._cut(apart)
-        steps.note("cut-apart", sides=sides)
-        self.sleep(timing.resign)
+        cut_at = self.clock()
+        evidence = self._cut_proven(apart)
+        steps.note("cut-apart", sides=sides, evidence=evidence)
+        self.sleep(max(0.0, timing.resign - (self.clock() - cut_at)))
         # the candidates' Vote requests arrive late, so that the cut below beats the first one
         if self._delay({(c, voter) for c in candidates}):
             steps.note("late", nodes=candidates, to=voter, seconds=timing.late)
@@ -335,7 +341,15 @@ class Targeted(Fault):
     # -- levers --------------------------------------------------------------------------------
 
     def _cut(self, links: set[Link]) -> None:
+        self._ever_cut |= links
         self.links.cut(self.kind, links)
+
+    def _cut_proven(self, links: set[Link]) -> dict[str, Any] | str:
+        """`_cut`, then the probes' evidence of it: only where the shape then waits anyway (the
+        wait is shortened by the probes' time); the cuts timed to a node's step are not probed,
+        nor is the delay (`late`), which a probe would have to wait out."""
+        self._cut(links)
+        return prove_cut(self.env.backend, self.env.nodes, links, self.links.now())
 
     def _delay(self, links: set[Link]) -> bool:
         """Delays `links` by `timing.late`; False where the backend cannot."""

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import paramiko
 
 from contracts.backend import (
+    PROBE_TIMEOUT_S,
     Backend,
     BackendError,
     ClusterSpec,
@@ -65,6 +66,60 @@ SUPERVISE = "/usr/local/bin/kraft-supervise"
 DAEMON_PID = "/run/kraft-jepsen/daemon.pid"
 DAEMON_STATUS = "/run/kraft-jepsen/daemon.status"
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+PROBE_PORT = 39719
+"""Where each container's probe echo listens (`DockerBackend.probe`): no target's port."""
+# The far end of every probe: binds PROBE_PORT (or finds it bound: ours, from an earlier probe),
+# then detaches from the SSH session and echoes what each connection sends.
+_ECHO = r'''
+import os, socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("0.0.0.0", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+s.listen(64)
+if os.fork():
+    os._exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+def echo(c):
+    with c:
+        c.settimeout(30)
+        try:
+            while d := c.recv(65536):
+                c.sendall(d)
+        except OSError:
+            pass
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()
+'''
+# One probe: exit 0 when a random line sent to host:port comes back within the timeout, else 1.
+_PROBE = r'''
+import os, socket, sys, time
+host, port, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+token = b"kraft-probe " + os.urandom(8).hex().encode() + b"\n"
+deadline = time.monotonic() + timeout
+try:
+    with socket.create_connection((host, port), timeout=timeout) as c:
+        c.sendall(token)
+        got = b""
+        while len(got) < len(token):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                sys.exit(1)
+            c.settimeout(left)
+            d = c.recv(65536)
+            if not d:
+                sys.exit(1)
+            got += d
+    sys.exit(0 if got == token else 1)
+except OSError:
+    sys.exit(1)
+'''
 
 
 def engine_available(timeout: float = 3.0) -> bool:
@@ -111,6 +166,8 @@ class DockerBackend(Backend):
         self._iptables: dict[str, str] = {}
         self._key_dir: Path | None = None
         self._teardown_lock = threading.Lock()
+        self._echoes: set[str] = set()  # the nodes whose probe echo was started
+        self._echoes_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -395,6 +452,31 @@ class DockerBackend(Backend):
             self._session(node).run([self._iptables[node], "-w", "-F", CHAIN], timeout=30)
 
         self._each(list(self._sessions), flush)
+
+    def probe(self, src: str, dst: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+        """From src's container to dst's address, as src's program dials it, at PROBE_PORT:
+        the cuts drop every packet from src's address on dst (and dst's on src, for dst->src),
+        whatever the port. The echo there is started on dst with the first probe to it."""
+        self._ensure_echo(dst)
+        result = self._session(src).run(
+            ["python3", "-c", _PROBE, self.ip(dst), str(PROBE_PORT), f"{timeout:g}"],
+            check=False, timeout=timeout + 30)
+        if result.exit_status not in (0, 1):
+            raise BackendError(f"{src}: cannot probe {dst}: exit {result.exit_status}: "
+                               f"{result.stderr.strip()[-300:]}")
+        self._log.write(f"probe {src}->{dst}: "
+                        f"{'passes' if result.exit_status == 0 else 'blocked'}")
+        return result.exit_status == 0
+
+    def _ensure_echo(self, node: str) -> None:
+        with self._echoes_lock:
+            if node in self._echoes:
+                return
+            assert self._spec is not None, "docker backend used before setup"
+            if PROBE_PORT in self._spec.ports.values():
+                raise BackendError(f"the target uses port {PROBE_PORT}, the probes' own")
+            self._session(node).run(["python3", "-c", _ECHO, str(PROBE_PORT)], timeout=30)
+            self._echoes.add(node)
 
     def rules(self, node: str) -> str:
         """The node's partition chain as iptables prints it (for tests and post-mortems)."""

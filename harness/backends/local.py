@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from contracts.backend import (
+    PROBE_TIMEOUT_S,
     Backend,
     BackendError,
     ClusterSpec,
@@ -373,6 +374,19 @@ class LocalBackend(Backend):
         self._log("heal")
         if self._proxies is not None:
             self._proxies.set_blocked(())
+
+    def probe(self, src: str, dst: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+        """Through the listener src's program dials for dst: dst's shared one when the target
+        asked for one, else the per-link proxy of the run's first port (every proxy applies the
+        same cuts); answered by the proxies' echo listener (`LinkProxies.probe`)."""
+        if self._proxies is None or self._spec is None:
+            raise BackendError("local backend used before setup")
+        with self._shared_lock:
+            shared = [address for (node, _port), address in self._shared.items() if node == dst]
+        address = shared[0] if shared else self._peers[(src, dst, next(iter(self._spec.ports)))]
+        passed = self._proxies.probe(address, src, timeout)
+        self._log(f"probe {src}->{dst}: {'passes' if passed else 'blocked'}")
+        return passed
 
     def delay(self, links: Iterable[tuple[str, str]], seconds: float) -> None:
         delayed = sorted(set(links)) if seconds > 0 else []

@@ -13,16 +13,20 @@ routes), where src cannot be told by the port it dials: one listener per (dst, p
 dialer's bytes back until the target's `identify` names the dialer, and from then on the
 connection is the link src->dst.
 
+A probe (`probe`) crosses a link as its src would, answered by an echo listener of the proxies.
+
 Details (taint, delays, unnamed and watched connections, how shared listeners differ from
-per-link ones): docs/internals/harness.md#proxy
+per-link ones, probes): docs/internals/harness.md#proxy
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 
@@ -69,10 +73,15 @@ class LinkProxies:
         self._delays: dict[Link, float] = {}
         self._conns: set[_Conn] = set()
         self._servers: list[asyncio.base_events.Server] = []
+        # the source ports of the probes under way, each with the node it stands for
+        self._probes: dict[int, str] = {}
+        self._probes_lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="link-proxies",
                                         daemon=True)
         self._thread.start()
+        self._echoes: set[asyncio.StreamWriter] = set()  # the probes' far ends now open
+        self._echo = self._listen(self._serve_echo)
 
     def _call(self, coro_fn: Callable[[], object]) -> object:
         async def wrapper() -> object:
@@ -106,6 +115,38 @@ class LinkProxies:
         self._call(start)
         return address
 
+    def probe(self, address: tuple[str, int], src: str, timeout: float) -> bool:
+        """Whether bytes sent to the link listener at `address` as `src` come back from the
+        echo listener behind it within `timeout` (see the module's docstring). A cut link
+        accepts the connection and drops the bytes, as it does a node's."""
+        token = b"kraft-probe " + os.urandom(8).hex().encode() + b"\n"
+        deadline = time.monotonic() + timeout
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            with self._probes_lock:
+                self._probes[port] = src
+            try:
+                sock.settimeout(timeout)
+                sock.connect(address)
+                sock.sendall(token)
+                echoed = b""
+                while len(echoed) < len(token):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    sock.settimeout(remaining)
+                    chunk = sock.recv(CHUNK)
+                    if not chunk:
+                        return False
+                    echoed += chunk
+                return echoed == token
+            except OSError:  # refused, reset, or timed out
+                return False
+            finally:
+                with self._probes_lock:
+                    self._probes.pop(port, None)
+
     def set_blocked(self, blocked: Iterable[Link]) -> None:
         """Replace the set of cut links; connections tainted by a lifted cut are closed."""
         new = frozenset(blocked)
@@ -138,6 +179,13 @@ class LinkProxies:
                 server.close()
             for conn in list(self._conns):
                 self._drop(conn)
+            for echo in list(self._echoes):
+                echo.close()
+            # what served a connection sees its end now, not when the loop is collected (which
+            # reports a task left pending)
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
         with contextlib.suppress(Exception):
             self._call(stop)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -153,10 +201,35 @@ class LinkProxies:
         conn.close()
         self._conns.discard(conn)
 
+    async def _serve_echo(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        """The far end of every probe: sends back what it reads."""
+        self._echoes.add(writer)
+        try:
+            while data := await reader.read(CHUNK):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._echoes.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _prober(self, writer: asyncio.StreamWriter) -> str | None:
+        """The node a probe on this connection stands for; None: not a probe."""
+        peer = writer.get_extra_info("peername")
+        if not peer:
+            return None
+        with self._probes_lock:
+            return self._probes.get(peer[1])
+
     async def _serve(self, src: str, dst: str, upstream: tuple[str, int],
                      reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(src, dst, writer)
         self._conns.add(conn)
+        if self._prober(writer) is not None:
+            upstream = self._echo  # the same link, with the harness's listener at its end
         try:
             if (src, dst) in self._blocked:
                 # the SYN would be dropped: dst never hears of this connection
@@ -183,6 +256,9 @@ class LinkProxies:
                             writer: asyncio.StreamWriter) -> None:
         conn = _Conn(None, dst, writer, identify=identify, peers=peers)
         self._conns.add(conn)
+        prober = self._prober(writer)
+        if prober is not None:  # named at once, and answered by the harness's listener
+            conn.src, conn.identify, upstream = prober, None, self._echo
         try:
             try:
                 up_reader, up_writer = await asyncio.open_connection(*upstream)
@@ -190,7 +266,8 @@ class LinkProxies:
                 return
             conn.up = up_writer
             back = asyncio.ensure_future(self._pump(conn, up_reader, writer, upward=False))
-            held, ended = await self._identify(conn, reader)
+            held, ended = (b"", False) if prober is not None else \
+                await self._identify(conn, reader)
             if (not held or await self._pass(conn, up_writer, held, upward=True)) and not ended:
                 await self._pump(conn, reader, up_writer, upward=True)
             self._drop(conn)  # the dialer closed, or the connection must end: as `_pump` does

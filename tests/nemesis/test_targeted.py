@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from nemesis.base import Env
+from nemesis.probes import UNPROVEN
 from nemesis.registry import DEFAULT_KINDS, KINDS, available, build
 from nemesis.targeted import KIND, SHAPES, STALE_FOLLOWER, VOTE_CRASH, Targeted, Timing
 
@@ -130,7 +131,7 @@ def test_stale_follower_cuts_one_follower_off_then_kills_the_leader_and_restarts
     assert done["steps"][4] == {"at": 6.0, "do": "hold", "voter": stale,
                                 "candidate": fresh[0], "epoch": 2}
     assert cluster.running == {stale, fresh[0]}  # the leader stays down until the stop
-    assert fault.stop() == {"healed": "all", "restarted": ["n1"]}
+    assert fault.stop() == {"healed": "all", "restarted": ["n1"], "evidence": UNPROVEN}
     assert cluster.calls[-1] == ("start", "n1")
 
 
