@@ -108,3 +108,20 @@ def test_a_run_whose_faults_all_had_no_effect_is_unknown(tmp_path: Path) -> None
     assert results["stats"]["availability"]["faults"] == []
     assert "verdict: VALID" not in outcome.summary
     assert "[info: no-effect: no node could be" in outcome.summary
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("toys")
+def test_a_run_shorter_than_its_first_fault_is_unknown_with_the_reason(tmp_path: Path) -> None:
+    # `kraft test --time-limit 5` with the default nemesis interval: the first fault would come
+    # after the run's end, so the run was never tested under the faults its name promises
+    config = TestConfig(backend="local", target=TOY, nemesis=["pause", "kill"],
+                        nemesis_interval=10.0, time_limit=3, rate=20, recovery_time=1, seed=5,
+                        results_dir=str(tmp_path / "results"))
+    outcome = runner.run(config, LocalBackend(), targets.get(TOY), workloads.get("append"),
+                         out=io.StringIO())
+    assert outcome.results["valid"] == "unknown" and outcome.exit_code == 2
+    reason = ("no fault took effect: the run asked for pause, kill, and none started (the first "
+              "waits for the nemesis interval)")
+    assert reason in outcome.results["reason"]
+    assert reason in outcome.summary and "verdict: VALID" not in outcome.summary
