@@ -122,6 +122,34 @@ def starts_done(history: Sequence[Op]) -> int:
     return done
 
 
+def starts_by_kind(history: Sequence[Op]) -> dict[str, tuple[int, int]]:
+    """Per fault kind, (starts done, starts attempted), in order of each kind's first start. A
+    start is attempted once invoked (or recorded as one lone op), done when its completion
+    `took_effect`; one still in flight at the end was attempted, not done. Summed over the kinds,
+    the done ones are `starts_done`: `kraft analyze` and `kraft compare` show these counts beside
+    the kinds the run asked for."""
+    done: dict[str, int] = {}
+    attempted: dict[str, int] = {}
+    invoked: set[str] = set()  # kinds whose start is invoked and not completed yet
+    for op in history:
+        step = _step(op) if op.get("process") == NEMESIS else None
+        if step is None or step[0] != "start":
+            continue
+        kind = step[1]
+        done.setdefault(kind, 0)
+        attempted.setdefault(kind, 0)
+        if op.get("type") == "invoke":
+            attempted[kind] += 1
+            invoked.add(kind)
+            continue
+        if kind in invoked:  # the completion of a start already counted
+            invoked.discard(kind)
+        else:  # a lone op: attempted and completed at once
+            attempted[kind] += 1
+        done[kind] += took_effect(op)
+    return {kind: (done[kind], attempted[kind]) for kind in done}
+
+
 def _step(op: Op) -> tuple[str, str] | None:
     """(phase, kind) of a nemesis op `start-KIND` or `stop-KIND`; None for any other op."""
     phase, dash, kind = str(op["f"]).partition("-")
