@@ -125,17 +125,26 @@ def starts_done(history: Sequence[Op]) -> int:
 @dataclass(slots=True)
 class Starts:
     """One fault kind's starts: `invoked` (the invokes), `completed` (the completions, and lone
-    ops), `done` (those of them that say it was done: `took_effect`)."""
+    ops), `done` (those of them that say it was done: `took_effect`), `lone` (the completions
+    recorded without an invoke of their own)."""
 
     invoked: int = 0
     completed: int = 0
     done: int = 0
+    lone: int = 0
+
+    @property
+    def attempted(self) -> int:
+        """Starts invoked, or recorded as one lone op; one still in flight at the end too."""
+        return self.invoked + self.lone
 
 
 def starts_by_kind(history: Sequence[Op]) -> dict[str, Starts]:
     """Each fault kind's starts, in the order the kinds first started (a kind that never
-    started is absent)."""
+    started is absent). Summed over the kinds, `done` is `starts_done`: completeness judges each
+    kind asked for by it, and `kraft analyze` and `kraft compare` show `done` of `attempted`."""
     kinds: dict[str, Starts] = {}
+    invoked: set[str] = set()  # kinds whose start is invoked and not completed yet
     for op in history:
         step = _step(op) if op.get("process") == NEMESIS else None
         if step is None or step[0] != "start":
@@ -143,9 +152,14 @@ def starts_by_kind(history: Sequence[Op]) -> dict[str, Starts]:
         starts = kinds.setdefault(step[1], Starts())
         if op.get("type") == "invoke":
             starts.invoked += 1
+            invoked.add(step[1])
+            continue
+        if step[1] in invoked:
+            invoked.discard(step[1])
         else:
-            starts.completed += 1
-            starts.done += took_effect(op)
+            starts.lone += 1
+        starts.completed += 1
+        starts.done += took_effect(op)
     return kinds
 
 

@@ -32,10 +32,10 @@ EVENTS = ("start", "stop")  # a fault's start (failover) and its end (heal)
 # The fields of harness.pipeline.schemas.RUN, in the order of runinfo.run_tuple (that module
 # imports pyspark, an optional dependency; tests/harness/test_compare.py checks the two agree).
 RUN_FIELDS = (
-    "run_id", "path", "test_name", "start_time", "target", "workload", "nemesis", "seed",
-    "stored_valid", "stored_anomalies", "valid", "anomalies", "problem", "lines", "duration_s",
-    "ops", "ok_ops", "fault_ops", "fault_ok_ops", "latencies", "faults", "recoveries",
-    "voter_changes", "leader_removals",
+    "run_id", "path", "test_name", "start_time", "target", "workload", "nemesis", "requested",
+    "seed", "stored_valid", "stored_anomalies", "valid", "anomalies", "problem", "lines",
+    "duration_s", "ops", "ok_ops", "fault_ops", "fault_ok_ops", "latencies", "faults",
+    "recoveries", "starts", "voter_changes", "leader_removals",
 )
 
 
@@ -62,6 +62,8 @@ class Run:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     by_fault: dict[str, tuple[int, int]] = field(default_factory=dict)
     recoveries: list[tuple[str, str, float | None]] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)  # the fault kinds test.json asks for
+    starts: dict[str, tuple[int, int]] | None = None  # kind -> (done, attempted); None: unread
 
     @property
     def placed(self) -> bool:
@@ -74,7 +76,7 @@ class Run:
                 "workload": self.workload, "nemesis": self.nemesis, "seed": self.seed,
                 "valid": self.valid, "anomalies": self.anomalies, "findings": self.findings,
                 "ops": self.ops, "ok_ops": self.ok_ops, "duration_s": _round(self.duration_s),
-                "problem": self.problem}
+                "faults": fault_effect(self.requested, [self]), "problem": self.problem}
 
 
 def finding_kinds(results: dict[str, Any]) -> list[str]:
@@ -93,7 +95,7 @@ def read_run(run_id: str, path: str, missing: str | None = None) -> Run:
     run = Run(run_id=run_id, path=path, target=row["target"], workload=row["workload"],
               nemesis=row["nemesis"], seed=row["seed"], valid=row["stored_valid"],
               anomalies=list(row["stored_anomalies"] or []), findings=finding_kinds(results),
-              problem=row["problem"])
+              problem=row["problem"], requested=list(row["requested"] or []))
     if row["ops"] is not None:
         run.ops, run.ok_ops = row["ops"], row["ok_ops"]
         run.duration_s = row["duration_s"]
@@ -101,6 +103,7 @@ def read_run(run_id: str, path: str, missing: str | None = None) -> Run:
         run.latencies = {f: list(ms) for f, ms in row["latencies"]}
         run.by_fault = {kind: (ops, ok) for kind, ops, ok in row["faults"]}
         run.recoveries = list(row["recoveries"])
+        run.starts = {kind: (done, attempted) for kind, done, attempted in row["starts"]}
     return run
 
 
@@ -143,6 +146,22 @@ def quantile(values: Sequence[float], q: float) -> float | None:
 def _latency(values: list[float]) -> dict[str, Any]:
     return {"ok_ops": len(values),
             **{name: _round(quantile(values, q)) for name, q in QUANTILES.items()}}
+
+
+def fault_effect(requested: Sequence[str], runs: Iterable[Run]) -> dict[str, Any]:
+    """The faults `requested` and, over the runs whose history was read, each kind's starts that
+    took effect and those attempted (`checkers.faults.starts_by_kind`): the kinds requested first,
+    a kind never started at 0 of 0, then any other kind started. `took_effect` is None when no
+    run's history was read."""
+    read = [r.starts for r in runs if r.starts is not None]
+    if not read:
+        return {"requested": list(requested), "took_effect": None}
+    started = {kind for starts in read for kind in starts}
+    kinds = [*requested, *sorted(started - set(requested))]
+    return {"requested": list(requested),
+            "took_effect": {kind: {"done": sum(s[kind][0] for s in read if kind in s),
+                                   "attempted": sum(s[kind][1] for s in read if kind in s)}
+                            for kind in kinds}}
 
 
 def _by_kind(runs: list[Run], kinds_of: str) -> dict[str, list[str]]:
@@ -197,6 +216,7 @@ def row(nemesis: str, target: str, runs: list[Run]) -> dict[str, Any]:
         "availability": {kind: {"ops": n, "ok": ok, "share": _share(ok, n)}
                          for kind, (n, ok) in sorted(per_fault.items())},
         "recovery": recovery,
+        "faults": fault_effect(list(dict.fromkeys(k for r in runs for k in r.requested)), runs),
         "latency": {"all": _latency(every),
                     **{f: _latency(ms) for f, ms in sorted(latencies.items())}},
     }

@@ -24,6 +24,7 @@ CATEGORIES = Path(__file__).resolve().parent.parent / "campaigns" / "categories.
 
 Row = dict[str, Any]
 Table = dict[str, Any]
+FAULTS = "faults requested / took effect"
 
 DEFINITIONS = (
     "verdicts and anomalies as each run's results.json states them; findings: anomalies of kinds "
@@ -33,6 +34,8 @@ DEFINITIONS = (
     "recovery: from a fault's start (failover) or its end (heal) to the next ok operation; median "
     "and worst of the events that recovered, and how many did",
     "throughput: ok operations per second of history; latency: p50/p99 of ok operations",
+    "faults requested / took effect: the fault kinds the runs asked for, then per kind the starts "
+    "that took effect of those attempted (a start of no effect, or that failed, did not)",
 )
 
 
@@ -65,6 +68,19 @@ def _availability(row: Row) -> str:
     return f"{_pct(share)} of {row['fault_ops']} ops"
 
 
+def faults_text(faults: dict[str, Any]) -> str:
+    """`kill, pause / kill 4 of 5, pause 0 of 3`: the kinds requested, then each kind's starts
+    done of those attempted (`-` when no history was read); `none` for no faults at all.
+    `kraft analyze` writes the same text (harness/pipeline/aggregate.py)."""
+    requested, effect = faults["requested"], faults["took_effect"]
+    if effect is None:
+        return f"{', '.join(requested) or 'none'} / -"
+    if not requested and not effect:
+        return "none"
+    return f"{', '.join(requested) or 'none'} / " + ", ".join(
+        f"{kind} {count['done']} of {count['attempted']}" for kind, count in effect.items())
+
+
 def _latency(row: Row) -> str:
     found = row["latency"]["all"]
     return f"{_ms(found['p50_ms'])} / {_ms(found['p99_ms'])} ms"
@@ -78,6 +94,7 @@ def _metrics(label: Callable[[str], str]) -> list[tuple[str, Callable[[Row], lis
         ("valid share", lambda r: [_pct(r["valid_share"])]),
         ("anomalies", lambda r: _kinds(r["anomalies"], label) or ["none"]),
         ("findings", lambda r: _kinds(r["findings"], label) or ["none"]),
+        (FAULTS, lambda r: [faults_text(r["faults"])]),
         ("availability in faults", lambda r: [_availability(r)]),
         ("recovery after start (p50/worst)", lambda r: [_recovery(r, "start")]),
         ("recovery after heal (p50/worst)", lambda r: [_recovery(r, "stop")]),
@@ -222,6 +239,10 @@ def _css(metric: str, row: Row) -> str:
         return " class='bad'" if row["anomalies"] else " class='ok'"
     if metric == "findings" and row["findings"]:
         return " class='find'"
+    effect = row["faults"]["took_effect"]
+    if metric == FAULTS and effect and any(
+            effect[kind]["done"] == 0 for kind in row["faults"]["requested"]):
+        return " class='find'"  # a fault asked for that never took effect
     return ""
 
 

@@ -32,12 +32,38 @@ def _share(part: Column, whole: Column) -> Column:
     return _r(F.when(whole > 0, part / whole))
 
 
+def _count(starts: Column, kind: Column, of: str) -> Column:
+    return F.aggregate(F.filter(starts, lambda s: s["fault"] == kind), F.lit(0).cast("long"),
+                       lambda total, s: total + s[of])
+
+
+def faults_took_effect(requested: Column, starts: Column) -> Column:
+    """`kill, pause / kill 4 of 5, pause 0 of 3`: the kinds `requested`, then per kind (those
+    requested, then any other started, sorted) the `starts` done of those attempted, summed over
+    the array; `none` for no faults at all; null when `starts` is (the history was not read).
+    `kraft compare` writes the same text (harness/compare_report.py `faults_text`)."""
+    kinds = F.array_union(requested, F.array_sort(F.array_distinct(
+        F.transform(starts, lambda s: s["fault"]))))
+    effect = F.array_join(F.transform(kinds, lambda kind: F.concat(
+        kind, F.lit(" "), _count(starts, kind, "done").cast("string"), F.lit(" of "),
+        _count(starts, kind, "attempted").cast("string"))), ", ")
+    asked = F.when(F.size(requested) > 0, F.array_join(requested, ", ")).otherwise("none")
+    return (F.when(starts.isNull(), F.lit(None).cast("string"))
+            .when(F.size(kinds) == 0, "none")
+            .otherwise(F.concat(asked, F.lit(" / "), effect)))
+
+
+FAULTS = "faults_requested_took_effect"
+
+
 def runs(all_runs: DataFrame) -> DataFrame:
     """One row per run found, analyzed or not (`problem` says why not)."""
+    requested = F.coalesce(F.col("requested"), F.array().cast("array<string>"))
     return _ordered(all_runs.select(
         "run_id", "test_name", "start_time", *GROUP, "seed", "valid", "stored_valid",
         "anomalies", "stored_anomalies", "lines", _r(F.col("duration_s")).alias("duration_s"),
-        "problem", "path"), "run_id")
+        faults_took_effect(requested, F.col("starts")).alias(FAULTS), "problem", "path"),
+        "run_id")
 
 
 def summary(good: DataFrame) -> DataFrame:
@@ -50,6 +76,9 @@ def summary(good: DataFrame) -> DataFrame:
         F.sum((F.col("valid") != F.col("stored_valid")).cast("long")).alias("verdict_changed"),
         F.sum("duration_s").alias("duration_s"),
         *[F.sum(c).alias(c) for c in ("ops", "ok_ops", "fault_ops", "fault_ok_ops")],
+        # the group's nemesis is its runs' requested kinds joined: they are the same for all
+        F.array_distinct(F.flatten(F.collect_list("requested"))).alias("requested"),
+        F.flatten(F.collect_list("starts")).alias("starts"),
     )
     return _ordered(table.select(
         *GROUP, "runs", "valid", "invalid", "unknown",
@@ -58,6 +87,7 @@ def summary(good: DataFrame) -> DataFrame:
         _share(F.col("ok_ops"), F.col("duration_s")).alias("throughput_ok_per_s"),
         "fault_ops", "fault_ok_ops",
         _share(F.col("fault_ok_ops"), F.col("fault_ops")).alias("availability_during_faults"),
+        faults_took_effect(F.col("requested"), F.col("starts")).alias(FAULTS),
     ), *GROUP)
 
 

@@ -69,7 +69,8 @@ class Facts:
     """What the aggregates need of one run's history.
 
     `latencies` maps f to the latencies (ms) of its `ok` operations; `by_fault` maps a fault kind
-    to (operations invoked during it, of which ok); `recoveries` lists (fault, event, ms or None).
+    to (operations invoked during it, of which ok); `recoveries` lists (fault, event, ms or None);
+    `starts` maps a fault kind to (starts done, starts attempted) (`checkers.faults.starts_by_kind`).
     """
 
     ops: int = 0
@@ -79,6 +80,7 @@ class Facts:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     by_fault: dict[str, tuple[int, int]] = field(default_factory=dict)
     recoveries: list[tuple[str, str, float | None]] = field(default_factory=list)
+    starts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def facts(ops: list[Op]) -> Facts:
@@ -101,6 +103,8 @@ def facts(ops: list[Op]) -> Facts:
     out.fault_ops, out.fault_ok_ops = tallies.during.ops, tallies.during.ok
     out.by_fault = {kind: (n.ops, n.ok) for kind, n in tallies.by_kind.items() if n.ops}
     out.recoveries = _recoveries(windows, sorted(ok_times))
+    out.starts = {kind: (starts.done, starts.attempted)
+                  for kind, starts in faults.starts_by_kind(ops).items()}
     return out
 
 

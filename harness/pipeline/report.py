@@ -25,6 +25,9 @@ the run that follows (or at the end of the history). Availability during faults:
 counts once for each kind open when it was invoked.</li>
 <li>Recovery: from the start of a window, or its end when it was stopped, to the next (strictly
 later) <code>ok</code> client completion; <em>recovered</em> counts the events followed by one.</li>
+<li>Faults requested / took effect: the fault kinds the runs asked for (test.json), then per
+kind the nemesis starts that took effect of those attempted, over the group's runs (a start of no
+effect, or that failed, did not take effect).</li>
 <li>Voter changes (runs that changed voters, KIP-853): the voter changes committed in the nodes'
 logs, as the <code>membership</code> checker counts them, and those that removed the leader that
 appended them.</li>

@@ -58,18 +58,23 @@ def anomaly_kinds(results: dict[str, Any]) -> list[str]:
     return sorted(kinds)
 
 
-def nemesis_label(nemesis: object) -> str:
-    """The faults of a run as one group key: test.json's nemesis list joined by '+', or 'none'."""
+def nemesis_kinds(nemesis: object) -> list[str]:
+    """The fault kinds a run asked for: test.json's nemesis list (a lone name: a list of one)."""
     if isinstance(nemesis, str):
         nemesis = [nemesis]
     if not isinstance(nemesis, list):
-        return "none"
+        return []
     names = []
     for item in nemesis:
         if isinstance(item, dict):
             item = item.get("name") or item.get("kind") or item.get("type") or json.dumps(item)
         names.append(str(item))
-    return "+".join(names) or "none"
+    return names
+
+
+def nemesis_label(nemesis: object) -> str:
+    """The faults of a run as one group key: test.json's nemesis list joined by '+', or 'none'."""
+    return "+".join(nemesis_kinds(nemesis)) or "none"
 
 
 def _read_json(path: str, name: str) -> dict[str, Any]:
@@ -99,7 +104,7 @@ def _meta(path: str) -> tuple[list[Any], dict[str, Any]]:
     stored = _read_json(path, RESULTS)
     seed = test.get("seed")
     return ([str(test.get("name", "")), str(test.get("start_time", "")), target, workload,
-             nemesis_label(test.get("nemesis")),
+             nemesis_label(test.get("nemesis")), nemesis_kinds(test.get("nemesis")),
              seed if isinstance(seed, int) and -2**63 <= seed < 2**63 else None,
              verdict(stored.get("valid")), anomaly_kinds(stored)], stored)
 
@@ -111,9 +116,9 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
     `missing` is what discovery found wrong (a missing file): such a run is not read at all.
     """
     if missing:
-        return (run_id, path, *([None] * 10), missing, *([None] * 11))
+        return (run_id, path, *([None] * 11), missing, *([None] * 12))
     history = hist.read(os.path.join(path, HISTORY))
-    meta: list[Any] = [None] * 8
+    meta: list[Any] = [None] * 9
     checked: dict[str, Any] | None = None
     try:
         meta, checked = _meta(path)
@@ -131,13 +136,15 @@ def run_tuple(run_id: str, path: str, recheck: Recheck | None,
     lines = history.lines or None
     if problem is not None:
         return (run_id, path, *meta, *verdicts, problem, lines, history.duration_s,
-                *([None] * 9))
+                *([None] * 10))
     facts = hist.facts(history.ops)
     return (run_id, path, *meta, *verdicts, None, lines, history.duration_s,
             facts.ops, facts.ok_ops, facts.fault_ops, facts.fault_ok_ops,
             list(facts.latencies.items()),
             [(k, ops, ok) for k, (ops, ok) in facts.by_fault.items()],
-            facts.recoveries, *membership_counts(checked))
+            facts.recoveries,
+            [(k, done, attempted) for k, (done, attempted) in facts.starts.items()],
+            *membership_counts(checked))
 
 
 def membership_counts(results: dict[str, Any] | None) -> tuple[int | None, int | None]:

@@ -27,6 +27,7 @@ RUN = StructType([
     StructField("target", StringType()),
     StructField("workload", StringType()),
     StructField("nemesis", StringType()),
+    StructField("requested", ArrayType(StringType())),  # the fault kinds test.json asks for
     StructField("seed", LongType()),
     StructField("stored_valid", StringType()),
     StructField("stored_anomalies", ArrayType(StringType())),
@@ -50,6 +51,10 @@ RUN = StructType([
     StructField("recoveries", ArrayType(StructType([
         StructField("fault", StringType()), StructField("event", StringType()),
         StructField("ms", DoubleType())]))),
+    # per fault kind started: starts that took effect, and starts attempted
+    StructField("starts", ArrayType(StructType([
+        StructField("fault", StringType()), StructField("done", LongType()),
+        StructField("attempted", LongType())]))),
     # KIP-853, from the verdict's `membership` checker (null: the run changed no voters):
     # voter changes committed, and how many of them removed the leader that appended them
     StructField("voter_changes", LongType()),

@@ -222,6 +222,59 @@ def test_text_and_page_show_the_cells_with_links_to_the_runs(stored: Path,
     assert page.count("<table>") == 1 and "colspan='2'>nemesis kill" in page
 
 
+def _with_pause(history: list[dict[str, Any]], error: str) -> list[dict[str, Any]]:
+    """`history` with a pause started at 150 ms that ended in `error` (a start not done)."""
+    pause = [_op(0, 150, "nemesis", "invoke", "start-pause", {"target": "one"}),
+             _op(0, 160, "nemesis", "info", "start-pause", {"target": "one"}, error=error)]
+    return sorted(history + pause, key=lambda op: op["time"])
+
+
+def test_each_row_shows_the_faults_requested_and_those_that_took_effect(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "results"
+    # seed 1: the kill took effect, the pause had no effect; seed 2: the kill failed too
+    write_run(root, "alpha", "append", ["kill", "pause"], 1,
+              history=_with_pause(kill_history(), "no-effect"))
+    failed_kill = [{**op, "type": "info", "error": "fault-failed"} if op["f"] == "start-kill"
+                   and op["type"] == "ok" else op for op in kill_history()]
+    write_run(root, "alpha", "append", ["kill", "pause"], 2,
+              history=_with_pause(failed_kill, "no-effect"))
+    # a run whose history cannot be read counts no start, done or not
+    unread = write_run(root, "alpha", "append", ["kill", "pause"], 3)
+    (unread / "history.jsonl").write_text("")
+    # a row of that run alone, and a row without faults
+    unread = write_run(root, "beta", "append", ["kill", "pause"], 1)
+    (unread / "history.jsonl").write_text("")
+    write_run(root, "alpha", "append", [], 4,
+              history=[op for op in kill_history() if op["process"] != "nemesis"])
+    out = tmp_path / "cmp"
+    assert compare_cli.main(["--runs", str(root), "--results-dir", str(out)]) == 0
+    data = json.loads((out / "compare.json").read_text())
+
+    alpha = _row(data, "append", "kill+pause", "alpha")
+    assert alpha["faults"] == {"requested": ["kill", "pause"], "took_effect": {
+        "kill": {"done": 1, "attempted": 2}, "pause": {"done": 0, "attempted": 2}}}
+    runs = {(r["target"], r["seed"]): r["faults"]["took_effect"] for r in data["runs"]}
+    assert runs[("alpha", 1)] == {"kill": {"done": 1, "attempted": 1},
+                                  "pause": {"done": 0, "attempted": 1}}
+    assert runs[("alpha", 3)] is None and runs[("alpha", 4)] == {}
+    shown = {(r["nemesis"], r["target"]): compare_report.faults_text(r["faults"])
+             for r in data["tables"][0]["rows"]}
+    assert shown == {("kill+pause", "alpha"): "kill, pause / kill 1 of 2, pause 0 of 2",
+                     ("kill+pause", "beta"): "kill, pause / -", ("none", "alpha"): "none"}
+
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if "faults requested / took effect" in x)
+    assert "kill, pause / kill 1 of 2, pause 0 of 2" in line and "kill, pause / -" in line
+    page = (out / "compare.html").read_text()
+    cells = page.split("<td class='m'>faults requested / took effect</td>")[1]
+    # nemesis kill+pause (alpha, beta), then none; a fault asked for that never took effect is
+    # marked, as a finding is
+    assert cells.split("</tr>")[0].split() == " ".join([
+        "<td class='find'>kill, pause / kill 1 of 2, pause 0 of 2</td>",
+        "<td>kill, pause / -</td>", "<td>none</td>", "<td></td>"]).split()  # beta: no calm run
+
+
 def test_allure_gets_one_result_per_run_labelled_by_target(stored: Path, tmp_path: Path) -> None:
     data = compare.tables(compare.find_runs([stored]))
     page_path = tmp_path / "compare.html"

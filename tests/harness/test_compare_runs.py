@@ -61,6 +61,10 @@ def test_compare_reports_what_each_run_stored(tmp_path: Path) -> None:
         assert sorted(row["anomalies"]) == run["anomalies"]
         assert all(ids == [run["run_id"]] for ids in row["anomalies"].values())
         assert (row["ops"], row["ok_ops"]) == (run["ops"], run["ok_ops"])
+        # the kills that took effect are those the run's completeness checker counted
+        kill = row["faults"]["took_effect"]["kill"]
+        assert row["faults"]["requested"] == ["kill"] and kill["attempted"] >= kill["done"]
+        assert kill["done"] == stored["checkers"]["completeness"]["faults_done"] > 0
     by_target = {r["target"]: r for r in data["runs"]}
     # the reference node keeps every acknowledged append; the lossy toy forgets them on a kill
     assert by_target["reference"]["valid"] == "true"

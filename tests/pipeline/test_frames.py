@@ -147,3 +147,60 @@ def test_analyze_without_recheck(spark: Any, results: Path, tmp_path: Path) -> N
     assert availability.loc["kill", "ops"] == 1 and availability.loc["partition", "ok"] == 0
     recovery = done.tables["recovery"]
     assert recovery["events"].sum() == 3 and recovery["recovered"].sum() == 2
+
+
+# (time in ms, type, f, error) of the nemesis: per kind, the starts done of those attempted
+EFFECTS: dict[str, list[tuple[int, str, str, str | None]]] = {
+    # pause never took effect (no effect, then failed); kill did once of twice
+    "mixed": [(10, "invoke", "start-pause", None), (20, "info", "start-pause", "no-effect"),
+              (30, "invoke", "start-kill", None), (40, "ok", "start-kill", None),
+              (50, "invoke", "stop-kill", None), (60, "ok", "stop-kill", None),
+              (70, "invoke", "start-pause", None), (80, "info", "start-pause", "fault-failed"),
+              (90, "invoke", "start-kill", None), (100, "fail", "start-kill", None)],
+    # a lone start (done), and one still in flight at the end (attempted, not done)
+    "lone": [(10, "info", "start-pause", None), (20, "invoke", "start-kill", None)],
+}
+
+
+def effect_lines(name: str) -> list[str]:
+    client: list[tuple[int, int | str, str, str, str | None]] = [
+        (0, 0, "invoke", "read", None), (5, 0, "ok", "read", None)]
+    steps: list[tuple[int, int | str, str, str, str | None]] = [
+        (t, "nemesis", ty, f, e) for t, ty, f, e in EFFECTS[name]]
+    return [json.dumps({"index": i, "time": t * MS, "process": p, "type": ty, "f": f,
+                        "value": None, **({"error": e} if e else {})}) + "\n"
+            for i, (t, p, ty, f, e) in enumerate(client + steps)]
+
+
+def _counts(starts: dict[str, faults.Starts]) -> dict[str, tuple[int, int]]:
+    return {kind: (s.done, s.attempted) for kind, s in starts.items()}
+
+
+def test_starts_by_kind_counts_the_starts_done_of_those_attempted(tmp_path: Path) -> None:
+    mixed = read_story(tmp_path, effect_lines("mixed")).ops
+    assert _counts(faults.starts_by_kind(mixed)) == {"pause": (0, 2), "kill": (1, 2)}
+    assert faults.starts_done(mixed) == 1
+    lone = read_story(tmp_path, effect_lines("lone")).ops
+    assert _counts(faults.starts_by_kind(lone)) == {"pause": (1, 1), "kill": (0, 1)}
+    assert history.facts(lone).starts == {"pause": (1, 1), "kill": (0, 1)}
+
+
+@pytest.mark.spark
+def test_faults_requested_and_took_effect_per_run_and_group(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    write_run(root, "a/20240101T000000.000000", effect_lines("mixed"), ["kill", "pause"])
+    write_run(root, "b/20240101T000000.000000", effect_lines("lone"), ["kill", "pause"])
+    calm = [line for line in effect_lines("lone") if '"nemesis"' not in line]
+    write_run(root, "calm/20240101T000000.000000", calm, [])
+    write_run(root, "cut/20240101T000000.000000", [], ["kill"])
+    done = job.analyze(spark, root, tmp_path / "out", recheck=False)
+    shown = done.tables["runs"].set_index("run_id")["faults_requested_took_effect"]
+    assert shown.fillna("(null)").to_dict() == {
+        "a/20240101T000000.000000": "kill, pause / kill 1 of 2, pause 0 of 2",
+        "b/20240101T000000.000000": "kill, pause / kill 0 of 1, pause 1 of 1",
+        "calm/20240101T000000.000000": "none",
+        "cut/20240101T000000.000000": "(null)"}  # its history was not read
+    summary = done.tables["summary"].set_index("nemesis")["faults_requested_took_effect"]
+    assert summary.to_dict() == {"kill+pause": "kill, pause / kill 1 of 3, pause 1 of 3",
+                                 "none": "none"}
+    assert "faults_requested_took_effect" in (tmp_path / "out" / "summary.html").read_text()
