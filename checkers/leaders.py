@@ -42,6 +42,7 @@ FAULT_COLORS = {"partition": "#f4a261", "pause": "#8ecae6", "kill": "#b8a1d9",
                 "fsync-stall": "#cdb4a0", "power-loss": "#9fd8a4", "corrupt": "#f2b5d4",
                 "membership": "#c5e1a5"}
 OTHER_FAULT_COLOR = "#d8d8d8"
+NODE_EXIT_COLOR = "#e63946"  # a node down on its own: not a fault the harness made
 SPLIT_BRAIN_COLOR = "#c00000"
 # Fields of a nemesis op's value that name the nodes it touched, best first.
 NODE_FIELDS = ("groups", "nodes", "node", "isolated", "target")
@@ -255,11 +256,28 @@ def tenures(spans: Iterable[Span]) -> list[Tenure]:
 
 
 def fault_bands(history: Sequence[Op]) -> list[Band]:
+    """The fault windows, then a `node-exit` band for each node that went down on its own (the
+    liveness watch's `node-exit`), to the heal's restart (`revive`, `node-states`) or the end."""
     by_index = {op["index"]: op for op in history if op["process"] == "nemesis"}
-    return [Band(w.kind, w.start * MS_PER_NS, w.end * MS_PER_NS,
-                 nodes_touched(by_index.get(w.start_index, {}).get("value")), w.start_index,
-                 FAULT_COLORS.get(w.kind, OTHER_FAULT_COLOR))
-            for w in windows(history)]
+    bands = [Band(w.kind, w.start * MS_PER_NS, w.end * MS_PER_NS,
+                  nodes_touched(by_index.get(w.start_index, {}).get("value")), w.start_index,
+                  FAULT_COLORS.get(w.kind, OTHER_FAULT_COLOR))
+             for w in windows(history)]
+    return bands + _exit_bands([op for op in history if op["process"] == "nemesis"],
+                               max((float(op["time"]) for op in history), default=0.0))
+
+
+def _exit_bands(nemesis: Sequence[Op], end: float) -> list[Band]:
+    healed = [float(op["time"]) for op in nemesis if op["f"] in ("revive", "node-states")]
+    bands = []
+    for op in nemesis:
+        value = op.get("value")
+        if op["f"] != "node-exit" or not isinstance(value, dict):
+            continue
+        until = min((t for t in healed if t > float(op["time"])), default=end)
+        bands.append(Band("node-exit", float(op["time"]) * MS_PER_NS, until * MS_PER_NS,
+                          str(value.get("node", "")), int(op["index"]), NODE_EXIT_COLOR))
+    return bands
 
 
 def nodes_touched(value: Any) -> str:

@@ -111,3 +111,12 @@ def test_every_run_with_liveness_ops_is_judged_and_old_runs_are_not() -> None:
     assert crashed["valid"] is False and crashed["anomaly_types"] == ["node-crashed"]
     assert "liveness" not in compose_check(client, {}, None, suite)["checkers"]
     assert not liveness.applies([], {})
+
+
+def test_the_timeline_draws_a_node_down_on_its_own_until_the_heal_brings_it_back() -> None:
+    from checkers import leaders
+
+    history = [_exit(2, "n2", 70), _op(5, "revive", {"nodes": {"n2": "running"}}),
+               _exit(7, "n3", -9, "SIGKILL"), _op(9, "node-states", {"running": ["n1"]})]
+    bands = [(b.kind, b.start, b.end, b.nodes) for b in leaders.fault_bands(history)]
+    assert bands == [("node-exit", 2000.0, 5000.0, "n2"), ("node-exit", 7000.0, 9000.0, "n3")]
