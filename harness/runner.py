@@ -5,9 +5,11 @@
     db         the target's nodes (setup ... teardown, then collect every node's files); with
                brokers, the run starts once a leader is known and the brokers are unfenced
     run        the workload's generator on client processes, the nemesis schedule beside it,
-               until the time limit
-    final      stop and heal every fault, wait for the cluster to recover, read from every node
-               (each node's final read answered by that node, or failed)
+               until the time limit; a liveness watch (harness/liveness.py) records every exit
+               the harness did not cause, from deployment to teardown
+    final      stop and heal every fault, start every node that is down again, wait for the
+               cluster to recover, record which nodes run, read from every node (each node's
+               final read answered by that node, or failed)
     check      the workload's checkers on the history -> results.json; plots; the summary
 
 A failure of the infrastructure (a node that will not start, a backend error, a nemesis that
