@@ -93,7 +93,8 @@ def _judge_exit(op: Op, value: dict[str, Any], nemesis: Sequence[Op],
         doubts.append(f"{node} was ended by {signal}, which the harness did not send ({when}: "
                       "killed from outside the run, by a user or the OOM killer)")
         return
-    lines = [str(line) for line in value.get("log") or []]
+    lines = [str(line) for line in [*(value.get("errors") or []), *(value.get("log") or [])]]
+    errors = [str(line) for line in value.get("errors") or []]
     for exit in exits:
         if _matches(exit["pattern"], lines) and _after(exit["after"], op, nemesis):
             designed.append({"node": node, "status": status, "why": exit["why"],
@@ -101,10 +102,11 @@ def _judge_exit(op: Op, value: dict[str, Any], nemesis: Sequence[Op],
             return
     how = f"was killed by {signal}" if signal else (
         f"exited with status {status}" if status is not None else "exited")
+    said = (f"; its log says: {errors[-1]}" if errors
+            else f"; its log ends: {lines[-1]}" if lines else "")
     anomalies.add(CRASHED, [int(op["index"])] if "index" in op else [],
-                  f"{node} {how} on its own {when}" + (f"; its log ends: {lines[-1]}"
-                                                      if lines else ""),
-                  node=node, source="exit", status=status, signal=signal, log=lines[-10:])
+                  f"{node} {how} on its own {when}{said}",
+                  node=node, source="exit", status=status, signal=signal, log=lines)
 
 
 def _designed_exits(test: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@
 `Watch` polls each node's daemon from deployment to teardown. When a daemon it knows is gone and
 the harness delivered it no ending signal (`Backend.signals_sent`), it records a lone `info` op
 of the nemesis, `node-exit`: the exit status, the signal that ended it, the signals the harness
-had sent, and the last lines of the node's log. At the heal, `revive` starts again every node
+had sent, the last lines of the node's log and those near its end that say what went wrong. At the heal, `revive` starts again every node
 that should run and does not (`revive`: what each start came to), and before the final reads
 `settle` records which nodes run (`node-states`). checkers/liveness.py judges these ops: a crash,
 an exit by design, a kill from outside, a node down at the end.
@@ -12,6 +12,7 @@ an exit by design, a kill from outside, a node down at the end.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import threading
 import time
@@ -23,20 +24,27 @@ from contracts.history import NEMESIS, History
 from contracts.target import DB
 
 NODE_EXIT, REVIVE, NODE_STATES = "node-exit", "revive", "node-states"
-LOG_LINES = 20  # of the node's log, in a `node-exit` op
+LOG_LINES = 10  # the last lines of the node's log, in a `node-exit` op
+SEARCHED_LINES = 400  # the end of the log searched for the lines that say what went wrong
+ERROR_LINES = 5
 LINE_CHARS = 300
+# what marks a line that says what went wrong, besides the target's own patterns: a Go panic
+# comes before a goroutine dump longer than the last lines, a traceback before its frames
+ERROR_MARKS = r"(?i)\b(error|fatal|panic|exception|traceback)\b|\[(ERR|FTL)\]"
 SETTLE_S = 1.0
 
 
 class Watch:
     def __init__(self, backend: Backend, nodes: list[str], history: History,
                  log_file: str | None = None, log: Callable[[str], None] = lambda _m: None,
-                 interval: float | None = None) -> None:
+                 interval: float | None = None, patterns: Iterable[str] = ()) -> None:
         self.backend = backend
         self.nodes = nodes
         self.history = history
         self.log_file = log_file
         self.log = log
+        # the target's crash and designed-exit patterns: the lines that match are kept
+        self.marks = [re.compile(ERROR_MARKS)] + [re.compile(p) for p in patterns]
         # a local poll is a waitpid; a remote one a command over SSH, every node each time
         self.interval = interval if interval is not None else (
             0.2 if backend.name == "local" else 1.0)
@@ -89,9 +97,11 @@ class Watch:
         status = _exit_status(backend, node)
         if backend.incarnation(node) != incarnation:
             status = None  # the status read may be the new daemon's
+        lines = self._last_lines(node)
+        errors = [line for line in lines if any(mark.search(line) for mark in self.marks)]
         value: dict[str, Any] = {"node": node, "status": status, "incarnation": incarnation,
                                  "signal": _signal_name(status), "sent": list(sent),
-                                 "log": self._last_lines(node)}
+                                 "errors": errors[-ERROR_LINES:], "log": lines[-LOG_LINES:]}
         self.log(f"liveness: {node} exited on its own (status {status})")
         self.history.record({"process": NEMESIS, "type": "info", "f": NODE_EXIT, "value": value})
         return True
@@ -101,7 +111,7 @@ class Watch:
             return []
         path = f"{self.backend.node_dir(node)}/{self.log_file}"
         try:
-            done = self.backend.exec(node, ["tail", "-n", str(LOG_LINES), path], check=False,
+            done = self.backend.exec(node, ["tail", "-n", str(SEARCHED_LINES), path], check=False,
                                      timeout=10)
         except BackendError:
             return []

@@ -232,7 +232,9 @@ def _deploy_and_run(config: TestConfig, backend: Backend, target: Target, worklo
             _wait_for_leader(db, backend, nodes, config.recovery_time, log)
             _wait_for_brokers(db, backend, nodes, config.broker_nodes(), config.recovery_time,
                               log)
-            watch = Watch(backend, nodes, history, target.log_file, log)
+            watch = Watch(backend, nodes, history, target.log_file, log,
+                          patterns=[*target.crash_patterns,
+                                    *(exit.pattern for exit in target.designed_exits)])
             watch.start()
             _run_workload(config, backend, target, db, workload, history, log, out, problems,
                           watch, disks)

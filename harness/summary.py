@@ -46,7 +46,7 @@ def nodes_table(history: list[Op]) -> list[str]:
         if op["f"] == "node-exit":
             how = (f"killed by {value['signal']}" if value.get("signal")
                    else f"exited with status {value.get('status')}")
-            last = (value.get("log") or [""])[-1]
+            last = (value.get("errors") or value.get("log") or [""])[-1]
             said = f": {last[:100]}" if last else ""
             lines.append(f"  {op['time'] / 1e9:7.1f}s {value.get('node')} {how}, not by the "
                          f"harness{said}")

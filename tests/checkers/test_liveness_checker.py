@@ -88,13 +88,17 @@ def test_crash_patterns_are_found_in_every_node_log_once_per_fact(tmp_path: Path
     (tmp_path / "n1" / "faultfs.log").write_text("panic: the harness's own, not the node's\n")
     (tmp_path / "n2" / "node.log").write_text("panic: nil map\n")
     nodes = {"n1": tmp_path / "n1", "n2": tmp_path / "n2"}
-    # n2's panic is the one its exit quotes: one crash, not two
-    exit = _exit(4, "n2", 2, log=["panic: nil map"])
+    # n2's panic is the one its exit quotes (among the lines that say what went wrong, before a
+    # goroutine dump): one crash, not two
+    exit = _exit(4, "n2", 2, log=["goroutine 1 [running]:", "main.go:127 +0x33f"])
+    exit["value"]["errors"] = ["panic: nil map"]
     result = liveness.check([exit], TEST, nodes)
     crashes = result["anomalies"]["node-crashed"]
     assert result["anomaly_counts"]["node-crashed"] == 2
     assert {(c["node"], c["source"]) for c in crashes} == {("n2", "exit"), ("n1", "log")}
     assert "node.log:2" in next(c for c in crashes if c["source"] == "log")["explanation"]
+    assert "its log says: panic: nil map" in next(
+        c for c in crashes if c["source"] == "exit")["explanation"]
     assert liveness.check([], {"crash_patterns": ["^never"]}, nodes)["valid"] is True
 
 
