@@ -9,9 +9,10 @@ says `unknown`, with the reason, when
 - (a log) no final read succeeded: values acknowledged above every other read's high watermark
   could be lost unseen; (the `kv` workload) final reads were asked and none succeeded: a write
   lost after the last read of its key would go unseen;
-- test.json asks for faults (`nemesis`) and a kind it names never took effect
-  (`checkers.faults.starts_by_kind`): it never started, or none of its starts had an effect; the
-  run was not tested under that fault, whatever the others did;
+- test.json asks for faults (`nemesis`) and none took effect, or a kind it names never started
+  (`checkers.faults.starts_by_kind`): the run was not tested under that fault, whatever the
+  others did (a kind that started and had no effect beside others that did is only said:
+  `faults_not_done_why`);
 - the run did not finish (test.json's `outcome`: `running` when its harness died, `interrupted`,
   `failed`): the history is partial, and what the run did not get to is unchecked.
 
@@ -63,9 +64,14 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
     asked = _asked_faults(test)
     done = starts_done(outline.nemesis) if asked else None
     missing = _not_done(asked, outline.nemesis)
-    if missing:
-        reasons.append(_no_fault(asked, outline.nemesis) if not done
-                       else _no_fault_for(missing))
+    # the rule: a run none of whose faults took effect, or in which a kind it asked for
+    # never started; a kind that started and did nothing beside others that took effect is said
+    # (`faults_not_done_why`) but leaves the verdict to the others
+    never = {kind: starts for kind, starts in missing.items() if not starts.attempted}
+    if missing and not done:
+        reasons.append(_no_fault(asked, outline.nemesis))
+    elif never:
+        reasons.append(_no_fault_for(never))
     outcome = test.get("outcome")
     unfinished = isinstance(outcome, str) and outcome != COMPLETE
     if unfinished:
@@ -88,6 +94,7 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
         result["faults_done"] = done
     if missing:
         result["faults_not_done"] = sorted(missing)
+        result["faults_not_done_why"] = {kind: _why(missing[kind]) for kind in sorted(missing)}
     if unfinished:
         result["outcome"] = outcome
         result["unfinished"] = UNFINISHED.get(str(outcome), f"the run ended {outcome!r}")
