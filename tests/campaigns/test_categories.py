@@ -72,3 +72,14 @@ def test_harness_errors_and_missed_defects() -> None:
         "Harness or infrastructure error"]
     assert categories_of("expected invalid: the deliberate defect went unnoticed", "failed") == [
         "Defect not caught"]
+
+
+def test_a_case_of_several_fault_kinds_starts_each_before_its_run_ends() -> None:
+    from test_campaign import first_round_interval
+
+    # the smoke case membership,partition,kill in 15 s: at the default 5 s the third kind's turn
+    # would fall at the run's very end
+    assert first_round_interval(None, 15, "membership,partition,kill") == 3.75
+    assert first_round_interval(8, 60, "partition,pause,kill") == 8
+    assert first_round_interval(None, 15, "kill") is None
+    assert first_round_interval(10, 15, "none") == 10
