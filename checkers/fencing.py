@@ -495,36 +495,39 @@ def _unfenced_before_caught_up(run: _Run) -> None:
     found = run.found
     for node, event in events(run.nodes, "broker-unfence"):
         epoch, caught_up = event.get("epoch"), event.get("caught_up")
-        if type(epoch) is int and type(caught_up) is int and caught_up <= epoch:
+        if type(epoch) is int and type(caught_up) is int and caught_up < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} unfenced broker {run.roster.name(event.get('broker', -1))} "
                       f"(epoch {epoch}) at offset {event.get('offset')} on a heartbeat whose "
-                      f"metadata end offset {caught_up} had not passed its registration record",
+                      f"metadata offset {caught_up} had not reached its registration record",
                       node=node.name, broker=run.roster.name(event.get("broker", -1)),
                       rule="controller-event", event=event)
     for offset, record in sorted(run.records.items()):
         epoch, caught_up = record.get("epoch"), record.get("caught_up")
         if record.get("op") == UNFENCE and type(epoch) is int and type(caught_up) is int \
-                and caught_up <= epoch:
+                and caught_up < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"the committed log unfences broker {run.roster.name(record['broker'])} "
-                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up}: not past its "
+                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up}: below its "
                       f"registration record", broker=run.roster.name(record["broker"]), rule="log",
                       offset=offset)
     _activated_before_caught_up(run)
 
 
 def _activated_before_caught_up(run: _Run) -> None:
-    """A broker that calls itself active before its metadata passed its registration record
-    (its end offset, exclusive, at or below its broker epoch)."""
+    """A broker that calls itself active before its metadata reached its registration record:
+    an event's `metadata_offset` (the last offset applied, inclusive, as heartbeats carry it)
+    below its broker epoch, or a `self` record's `offset` (an image end offset, exclusive) at or
+    below it."""
     found = run.found
     for node, event in events(run.nodes, "broker-state"):
         epoch, reached = event.get("broker_epoch"), event.get("metadata_offset")
         if event.get("state") == "active" and type(epoch) is int and type(reached) is int \
-                and 0 <= reached <= epoch:
+                and reached < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} became active at broker epoch {epoch} with its metadata "
-                      f"ending at offset {reached}: its registration not applied", node=node.name, rule="broker-event",
+                      f"applied up to offset {reached}: its registration not applied",
+                      node=node.name, rule="broker-event",
                       event=event)
     for answer in run.answers:
         own = answer.self_record or {}

@@ -6,8 +6,8 @@ Theory of operation. The leader acts as the controller once its own epoch's entr
 plus the records it appended since (`controller_view`). A registration appends register-broker
 (the broker epoch is that record's offset; a registration from an older incarnation than the
 registered one is DUPLICATE_BROKER_REGISTRATION); a heartbeat renews the broker's session and may
-append an unfence (fenced, registration committed, and the metadata offset, an image end offset,
-above the broker epoch: the broker has applied its own registration), a fence (want_fence; or,
+append an unfence (fenced, registration committed, and the metadata offset, the last offset the
+broker applied, at or above the broker epoch: it has applied its own registration), a fence (want_fence; or,
 with want_shutdown in controlled shutdown, the end of it) or a shutdown-broker (records.py).
 Every answer goes out when the records it depends on commit, as membership.py answers voter
 changes; leadership lost answers the waiting ones NOT_CONTROLLER. A leader tick fences an unfenced
@@ -176,7 +176,7 @@ def on_heartbeat_request(core: CoreOps, src: int, req: BrokerHeartbeatRequest) -
         if req.want_shutdown:
             should_shut_down = True  # nothing to hand over: it may go at once
         elif not req.want_fence and info.epoch < core.hw and (
-            req.metadata_offset > info.epoch or core.config.has(Unsafe.UNFENCE_BEFORE_CAUGHT_UP)
+            req.metadata_offset >= info.epoch or core.config.has(Unsafe.UNFENCE_BEFORE_CAUGHT_UP)
         ):
             _append(core, state, encode_unfence(b, e, req.metadata_offset))
     elif req.want_fence:
@@ -201,7 +201,7 @@ def _answer(core: CoreOps, pending: PendingBrokerAnswer) -> None:
         core.answer(pending.src, req, BrokerHeartbeatResponse(ErrorCode.stale_broker_epoch))
         return
     core.answer(pending.src, req, BrokerHeartbeatResponse(
-        ErrorCode.none, is_caught_up=req.metadata_offset > info.epoch, is_fenced=info.fenced,
+        ErrorCode.none, is_caught_up=req.metadata_offset >= info.epoch, is_fenced=info.fenced,
         should_shut_down=pending.should_shut_down,
     ))
 

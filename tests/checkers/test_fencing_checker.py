@@ -377,11 +377,11 @@ def test_an_unfence_below_the_registration_is_caught() -> None:
         return {"ts": ZERO_MS + 500, "node": 1, "type": "broker-unfence", "broker": 4,
                 "epoch": 10, "offset": 14, "caught_up": caught_up}
 
-    # caught_up is the broker's image end offset (exclusive): 11 has applied the registration at
-    # offset 10, 10 has not.
+    # caught_up is the last offset the broker applied (inclusive, Kafka's CurrentMetadataOffset):
+    # 10 has applied the registration at offset 10, 9 has not.
     history = fault_free()
-    assert judge(history, cluster(n1=[unfence(11)]))["valid"] is True
-    result = judge(history, cluster(n1=[unfence(10)]))
+    assert judge(history, cluster(n1=[unfence(10)]))["valid"] is True
+    result = judge(history, cluster(n1=[unfence(9)]))
     assert kinds(result) == ["unfenced-before-caught-up"]
     assert result["anomalies"]["unfenced-before-caught-up"][0]["rule"] == "controller-event"
 
@@ -393,8 +393,9 @@ def test_a_broker_active_below_its_registration_is_caught() -> None:
                 "self_fenced": False}
 
     history = fault_free()
-    assert judge(history, cluster(n4=[state(11)]))["valid"] is True
-    assert kinds(judge(history, cluster(n4=[state(10)]))) == ["unfenced-before-caught-up"]
+    # metadata_offset as heartbeats carry it: the last offset applied, inclusive
+    assert judge(history, cluster(n4=[state(10)]))["valid"] is True
+    assert kinds(judge(history, cluster(n4=[state(9)]))) == ["unfenced-before-caught-up"]
     answered = History().describe("n4", 1, own=self_record(4, 10, offset=3))
     result = judge(answered)
     assert kinds(result) == ["unfenced-before-caught-up"]

@@ -209,7 +209,7 @@ def test_a_broker_registers_fenced_then_is_unfenced_once_caught_up() -> None:
     (reg,) = net.of("broker-register", leader)
     (unfence,) = net.of("broker-unfence", leader)
     assert reg["broker"] == 4 and reg["incarnation"] == str(incarnation(4))
-    assert unfence["epoch"] == reg["epoch"] and unfence["caught_up"] > reg["epoch"]
+    assert unfence["epoch"] == reg["epoch"] and unfence["caught_up"] >= reg["epoch"]
     status = net.status(4)
     assert status.serving and not status.self_fenced and status.broker_epoch == reg["epoch"]
     assert status.contact_age_ms is not None and status.contact_age_ms <= INTERVAL + 50
@@ -236,7 +236,7 @@ def test_no_unfence_while_the_brokers_metadata_is_behind_its_registration() -> N
     net.run(4000)  # its fetch in flight times out first
     assert net.states(4) == ["initial", "inactive", "active"]
     (unfence,) = net.of("broker-unfence")
-    assert unfence["caught_up"] > unfence["epoch"]
+    assert unfence["caught_up"] >= unfence["epoch"]
 
 
 def test_unfence_before_caught_up_unfences_a_broker_that_is_behind() -> None:
@@ -244,27 +244,45 @@ def test_unfence_before_caught_up_unfences_a_broker_that_is_behind() -> None:
     net.drop = behind
     net.run(4000)
     (unfence,) = net.of("broker-unfence")
-    assert unfence["caught_up"] <= unfence["epoch"]
+    assert unfence["caught_up"] < unfence["epoch"]
     assert net.states(4) == ["initial", "inactive", "active"]
     assert net.status(4).metadata_offset <= net.status(4).broker_epoch
 
 
 def test_the_controller_unfences_once_the_broker_has_applied_its_registration() -> None:
-    # The metadata offset is the image's end offset (exclusive): at `epoch` the broker has not
-    # applied its own registration record yet; at `epoch + 1` it has (Kafka: last applied >= epoch).
+    # CurrentMetadataOffset is the last offset the broker applied (inclusive), as Kafka's
+    # BrokerLifecycleManager sends it (MetadataLoader.lastAppliedOffset): at `epoch - 1` the
+    # broker has not applied its own registration record yet; at `epoch` it has (Kafka's
+    # BrokerHeartbeatManager.calculateNextBrokerState: currentMetadataOffset >= the record's).
     net = started()
     leader = net.leader()
     (reg,) = net.ask(leader, BrokerRegistrationRequest(6, CLUSTER, incarnation(6), "h", 1))
     assert isinstance(reg, BrokerRegistrationResponse)
     epoch = reg.broker_epoch
-    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch))
+    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch - 1))
     assert answer == BrokerHeartbeatResponse(ErrorCode.none, is_caught_up=False, is_fenced=True)
     assert net.of("broker-unfence", leader)[-1]["broker"] == 4
-    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch + 1))
+    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch))
     assert answer == BrokerHeartbeatResponse(ErrorCode.none, is_caught_up=True, is_fenced=False)
     assert net.of("broker-unfence", leader)[-1] == {
         "type": "broker-unfence", "broker": 6, "epoch": epoch,
-        "offset": net.cores[leader].brokers_view()[6].since, "caught_up": epoch + 1}
+        "offset": net.cores[leader].brokers_view()[6].since, "caught_up": epoch}
+
+
+def test_a_broker_heartbeats_its_last_applied_offset() -> None:
+    # The broker's side of the same rule: what it sends is its image's last offset, one below
+    # the image's end offset, and so is what its broker-state events say.
+    net = started()
+    heartbeats = [(t, w.message) for t, w in net.sent
+                  if w.src == 4 and isinstance(w.message, BrokerHeartbeatRequest)]
+    assert heartbeats
+    end = net.status(4).metadata_offset  # the image end offset (exclusive)
+    assert heartbeats[-1][1].metadata_offset == end - 1
+    assert max(h.metadata_offset for _, h in heartbeats) == end - 1
+    active = next(e for e in net.of("broker-state", 4) if e["state"] == "active")
+    (unfence,) = net.of("broker-unfence")
+    assert active["metadata_offset"] >= unfence["epoch"]
+    assert unfence["caught_up"] >= unfence["epoch"]
 
 
 def test_an_image_read_on_the_leader_lists_the_brokers() -> None:
