@@ -388,39 +388,80 @@ def test_the_broker_deadline_wakes_it_for_heartbeats_and_the_leader_for_sessions
 # --- re-registration and incarnations -------------------------------------------------------------
 
 
+def test_the_same_incarnation_registering_again_keeps_its_epoch_and_state() -> None:
+    # A retried (or replayed) registration of the incarnation registered amends it: the same
+    # broker epoch, unfenced still (Kafka's ClusterControlManager.registerBroker).
+    net = started()
+    leader = net.leader()
+    first = net.status(4).broker_epoch
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(4), "x", 1))
+    assert answer == BrokerRegistrationResponse(ErrorCode.none, first)
+    info = net.cores[leader].brokers_view()[4]
+    assert (info.epoch, info.state, info.host, info.port) == (first, "active", "x", 1)
+    register = net.of("broker-register", leader)[-1]
+    assert (register["epoch"], register["amended"]) == (first, True) and register["offset"] > first
+    assert "replaced" not in register
+    net.run(3000)
+    assert net.of("broker-refused", leader) == []
+    assert net.status(4).broker_epoch == first and net.status(4).state == "active"
+    for node in (*VOTERS, 4):  # every image applies the amendment alike
+        assert net.cores[node].brokers_view()[4] == info
+
+
 def test_stale_broker_epoch_makes_the_broker_register_again() -> None:
     net = started()
     leader = net.leader()
     first = net.status(4).broker_epoch
-    # Another registration of id 4 (the same incarnation, as a retried request would be).
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(4), "x", 1))
+    net.isolate(4)
+    net.run(SESSION + 200)  # its session runs out: fenced, so another incarnation may register
+    other = incarnation(7)
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, other, "x", 1))
     assert isinstance(answer, BrokerRegistrationResponse) and answer.broker_epoch > first
+    assert net.of("broker-register", leader)[-1]["replaced"] == str(incarnation(4))
+    net.heal()
     net.run(3000)
     refused = net.of("broker-refused", leader)
     assert refused and refused[0]["error"] == "stale_broker_epoch"
-    status = net.status(4)
+    status = net.status(4)  # the forged one never heartbeats: fenced, so 4 takes its id back
     assert status.state == "active" and status.broker_epoch > answer.broker_epoch
     assert [e["epoch"] for e in net.of("broker-register", leader)] == \
         [first, answer.broker_epoch, status.broker_epoch]
     assert "initial" in net.states(4)[2:]
 
 
-def test_an_older_incarnation_is_refused_and_a_newer_one_accepted() -> None:
+def test_another_incarnation_is_refused_while_the_session_is_live_whatever_its_id() -> None:
+    # No order among incarnation ids (no host clock decides): a greater id is refused while the
+    # registered one's session is live, a smaller one accepted once it has run out.
     net = started()
     leader = net.leader()
     epoch = net.status(4).broker_epoch
     older, newer = incarnation(3), incarnation(5)
     assert older.int < incarnation(4).int < newer.int
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, older, "x", 1))
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, newer, "x", 1))
     assert answer == BrokerRegistrationResponse(ErrorCode.duplicate_broker_registration)
     assert net.of("broker-refused", leader)[-1] == {
         "type": "broker-refused", "broker": 4, "error": "duplicate_broker_registration",
-        "incarnation": str(older)}
+        "incarnation": str(newer)}
     assert net.cores[leader].brokers_view()[4].epoch == epoch
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, newer, "x", 1))
+    net.isolate(4)
+    net.run(SESSION + 200)
+    assert net.cores[leader].brokers_view()[4].state == "inactive"
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, older, "x", 1))
     assert answer.error == ErrorCode.none and answer.broker_epoch > epoch
     info = net.cores[leader].brokers_view()[4]
-    assert (info.incarnation, info.epoch, info.state) == (newer, answer.broker_epoch, "inactive")
+    assert (info.incarnation, info.epoch, info.state) == (older, answer.broker_epoch, "inactive")
+
+
+def test_a_fenced_registration_has_no_live_session() -> None:
+    # Kafka's hasValidSession is false for a fenced broker: another incarnation may replace a
+    # registration that was never unfenced, at once.
+    net = Net(config())
+    net.drop = behind  # broker 4 stays fenced
+    net.run(4000)
+    leader = net.leader()
+    assert net.cores[leader].brokers_view()[4].state == "inactive"
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(3), "x", 1))
+    assert answer.error == ErrorCode.none
 
 
 def test_accept_old_incarnation_lets_an_older_process_take_the_id_back() -> None:
@@ -432,13 +473,21 @@ def test_accept_old_incarnation_lets_an_older_process_take_the_id_back() -> None
     assert net.cores[leader].brokers_view()[4].incarnation == older
 
 
-def test_a_restarted_broker_registers_its_new_incarnation() -> None:
+def test_a_restarted_broker_registers_its_new_incarnation_once_the_old_session_ran_out() -> None:
     net = started()
     leader = net.leader()
     net.down.add(4)
     net.run(100)
+    killed = net.now
     net.start_broker(4, incarnation(40))
-    net.run(3000)
+    net.run(SESSION + 3000)
+    (refused, *_) = net.of("broker-refused", leader)
+    assert refused["error"] == "duplicate_broker_registration"
+    ((fenced_at, fence),) = net.timed("broker-fence", leader)
+    assert fence["reason"] == "session-expired" and fenced_at >= killed
+    ((registered_at, register),) = [(t, e) for t, e in net.timed("broker-register", leader)
+                                    if e["incarnation"] == str(incarnation(40))]
+    assert registered_at >= fenced_at and register["replaced_fenced"] is True
     info = net.cores[leader].brokers_view()[4]
     assert info.incarnation == incarnation(40) and info.state == "active"
     assert net.status(4).broker_epoch == info.epoch
