@@ -9,7 +9,7 @@ committed logs.
 
 The faults are turned into what was *certainly* true, never what may have been: every "since T"
 is late and every "until U" early, so the faults can only be shorter than the checker thinks. The
-anomalies (`served-while-fenced`, `unfenced-without-heartbeat`, `incarnation-regressed`,
+anomalies (`served-while-fenced`, `unfenced-without-heartbeat`, `stale-incarnation-accepted`,
 `unfenced-before-caught-up`, `fenced-broker-listed`) each come with the ops or events that prove
 them; the time bounds carry slacks under which a correct cluster on a loaded 2-core machine passes.
 

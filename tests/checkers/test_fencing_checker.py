@@ -4,7 +4,6 @@ same story inside the bounds a correct cluster needs) is not; a fault-free run i
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -303,7 +302,7 @@ def test_a_killed_broker_must_be_fenced_until_it_restarts() -> None:
     assert judge(history)["valid"] is True
 
 
-# --- incarnation-regressed ------------------------------------------------------------------------
+# --- stale-incarnation-accepted-------------------------------------------------------------------
 
 
 def test_an_accepted_stale_incarnation_replay_over_a_live_session_is_caught() -> None:
