@@ -9,7 +9,7 @@ committed logs.
 
 The faults are turned into what was *certainly* true, never what may have been: every "since T"
 is late and every "until U" early, so the faults can only be shorter than the checker thinks. The
-anomalies (`served-while-fenced`, `unfenced-without-heartbeat`, `incarnation-regressed`,
+anomalies (`served-while-fenced`, `unfenced-without-heartbeat`, `stale-incarnation-accepted`,
 `unfenced-before-caught-up`, `fenced-broker-listed`) each come with the ops or events that prove
 them; the time bounds carry slacks under which a correct cluster on a loaded 2-core machine passes.
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from checkers.faults import Faults, faults
+from checkers.faults import Faults, faults, windows
 from checkers.history import NEMESIS, Op, pairs
 from checkers.node_data import NodeData
 from checkers.result import UNKNOWN, Anomalies
@@ -269,7 +269,7 @@ def check(history: Sequence[Op], test: Mapping[str, Any], nodes: list[NodeData])
     _served_while_fenced(run)
     _unfenced_without_heartbeat(run)
     registrations = _registrations(run)
-    _incarnation_regressed(run, registrations)
+    _stale_incarnation_accepted(run)
     _unfenced_before_caught_up(run)
     _fenced_broker_listed(run)
     result = run.found.result(
@@ -427,7 +427,9 @@ def _registrations(run: _Run) -> list[Registration]:
     for offset, record in sorted(run.records.items()):
         incarnation = _uuid(record.get("incarnation"))
         if record.get("op") == REGISTER and incarnation is not None:
-            found.append(Registration(record["broker"], offset, incarnation, "log"))
+            epoch = record.get("epoch")  # an amendment keeps its epoch; else the offset
+            found.append(Registration(record["broker"], epoch if type(epoch) is int else offset,
+                                      incarnation, "log"))
     for node, event in events(run.nodes, "broker-register"):
         epoch, incarnation = event.get("epoch"), _uuid(event.get("incarnation"))
         if type(epoch) is not int or type(event.get("broker")) is not int or incarnation is None \
@@ -466,65 +468,81 @@ def _broker_id(run: _Run, name: Any) -> int | None:
     return next((i for i, n in run.roster.names.items() if n == str(name)), None)
 
 
-def _incarnation_regressed(run: _Run, registrations: list[Registration]) -> None:
-    by_broker: dict[int, list[Registration]] = {}
-    for registration in registrations:
-        by_broker.setdefault(registration.broker, []).append(registration)
-    for broker, seen in sorted(by_broker.items()):
-        seen.sort(key=lambda r: (r.epoch, r.incarnation.int))
-        newest: Registration | None = None  # the newest incarnation at an earlier epoch
-        reported: set[tuple[int, int]] = set()
-        for registration in seen:
-            if newest is not None and newest.epoch < registration.epoch and \
-                    registration.incarnation.int < newest.incarnation.int and \
-                    (newest.epoch, registration.epoch) not in reported:
-                reported.add((newest.epoch, registration.epoch))
-                name = run.roster.name(broker)
-                run.found.add(
-                    "incarnation-regressed", [*newest.ops, *registration.ops],
-                    f"broker {name} registered at epoch {registration.epoch} with incarnation "
-                    f"{registration.incarnation} ({registration.source}), older than "
-                    f"{newest.incarnation} registered at epoch {newest.epoch} ({newest.source})",
-                    broker=name, epoch=registration.epoch,
-                    incarnation=str(registration.incarnation))
-            if newest is None or registration.incarnation.int > newest.incarnation.int:
-                newest = registration
+def _stale_incarnation_accepted(run: _Run) -> None:
+    """A stale-incarnation replay the controller accepted (answer without an error) although the
+    registration it held just before (`held_before`) was another incarnation, unfenced: a live
+    session (its process heartbeats). Judged only with no other fault in effect from a session
+    timeout before the stop's invoke to its completion: then nothing could have cut the session
+    short between the read and the replay."""
+    session_ns = run.timings.session_timeout_ms * NS_PER_MS
+    others = [w for w in windows(run.history) if w.kind != STALE_INCARNATION]
+    invoke: Op | None = None
+    for done in run.history:
+        if done.get("process") != NEMESIS or done.get("f") != f"stop-{STALE_INCARNATION}":
+            continue
+        if done.get("type") == "invoke":
+            invoke = done
+            continue
+        value = done.get("value")
+        if invoke is None or done.get("type") != "ok" or not isinstance(value, dict):
+            continue
+        answer, before, old = value.get("answer"), value.get("held_before"), \
+            value.get("old_incarnation")
+        if not isinstance(answer, dict) or str(answer.get("error") or "").lower() != "none" or \
+                not isinstance(before, dict) or before.get("fenced") is not False or \
+                before.get("incarnation") in (None, old):
+            continue
+        start, end = int(invoke["time"]) - session_ns, int(done["time"])
+        if any(w.start < end and start < w.end for w in others):
+            run.judged["replays_unjudged_under_faults"] += 1
+            continue
+        run.judged["replays"] += 1
+        name = str(value.get("node"))
+        run.found.add(
+            "stale-incarnation-accepted", [int(invoke["index"]), int(done["index"])],
+            f"the controller accepted {name}'s old incarnation {old} (answer epoch "
+            f"{answer.get('broker_epoch')}) over incarnation {before.get('incarnation')}, "
+            f"unfenced just before: its session was live",
+            broker=name, incarnation=str(old), held_after=value.get("held_after"))
 
 
 def _unfenced_before_caught_up(run: _Run) -> None:
     found = run.found
     for node, event in events(run.nodes, "broker-unfence"):
         epoch, caught_up = event.get("epoch"), event.get("caught_up")
-        if type(epoch) is int and type(caught_up) is int and caught_up <= epoch:
+        if type(epoch) is int and type(caught_up) is int and caught_up < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} unfenced broker {run.roster.name(event.get('broker', -1))} "
                       f"(epoch {epoch}) at offset {event.get('offset')} on a heartbeat whose "
-                      f"metadata end offset {caught_up} had not passed its registration record",
+                      f"metadata offset {caught_up} had not reached its registration record",
                       node=node.name, broker=run.roster.name(event.get("broker", -1)),
                       rule="controller-event", event=event)
     for offset, record in sorted(run.records.items()):
         epoch, caught_up = record.get("epoch"), record.get("caught_up")
         if record.get("op") == UNFENCE and type(epoch) is int and type(caught_up) is int \
-                and caught_up <= epoch:
+                and caught_up < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"the committed log unfences broker {run.roster.name(record['broker'])} "
-                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up}: not past its "
+                      f"(epoch {epoch}) at offset {offset} with caught_up {caught_up}: below its "
                       f"registration record", broker=run.roster.name(record["broker"]), rule="log",
                       offset=offset)
     _activated_before_caught_up(run)
 
 
 def _activated_before_caught_up(run: _Run) -> None:
-    """A broker that calls itself active before its metadata passed its registration record
-    (its end offset, exclusive, at or below its broker epoch)."""
+    """A broker that calls itself active before its metadata reached its registration record:
+    an event's `metadata_offset` (the last offset applied, inclusive, as heartbeats carry it)
+    below its broker epoch, or a `self` record's `offset` (an image end offset, exclusive) at or
+    below it."""
     found = run.found
     for node, event in events(run.nodes, "broker-state"):
         epoch, reached = event.get("broker_epoch"), event.get("metadata_offset")
         if event.get("state") == "active" and type(epoch) is int and type(reached) is int \
-                and 0 <= reached <= epoch:
+                and reached < epoch:
             found.add("unfenced-before-caught-up", [],
                       f"{node.name} became active at broker epoch {epoch} with its metadata "
-                      f"ending at offset {reached}: its registration not applied", node=node.name, rule="broker-event",
+                      f"applied up to offset {reached}: its registration not applied",
+                      node=node.name, rule="broker-event",
                       event=event)
     for answer in run.answers:
         own = answer.self_record or {}

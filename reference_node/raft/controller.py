@@ -3,11 +3,13 @@ controller carries it out), sans I/O: BrokerRegistration and BrokerHeartbeat on 
 
 Theory of operation. The leader acts as the controller once its own epoch's entry is committed
 (`Leader.hw_known`); before that every request is NOT_CONTROLLER. Its view is the image's brokers
-plus the records it appended since (`controller_view`). A registration appends register-broker
-(the broker epoch is that record's offset; a registration from an older incarnation than the
-registered one is DUPLICATE_BROKER_REGISTRATION); a heartbeat renews the broker's session and may
-append an unfence (fenced, registration committed, and the metadata offset, an image end offset,
-above the broker epoch: the broker has applied its own registration), a fence (want_fence; or,
+plus the records it appended since (`controller_view`). A registration appends register-broker:
+from another incarnation than the registered one, a new broker epoch (that record's offset), but
+DUPLICATE_BROKER_REGISTRATION while the registered one's session is live (unfenced, heard from
+within the session timeout); from the registered incarnation, an amendment that keeps its epoch
+and state (Kafka's ClusterControlManager.registerBroker; no order among incarnations); a heartbeat renews the broker's session and may
+append an unfence (fenced, registration committed, and the metadata offset, the last offset the
+broker applied, at or above the broker epoch: it has applied its own registration), a fence (want_fence; or,
 with want_shutdown in controlled shutdown, the end of it) or a shutdown-broker (records.py).
 Every answer goes out when the records it depends on commit, as membership.py answers voter
 changes; leadership lost answers the waiting ones NOT_CONTROLLER. A leader tick fences an unfenced
@@ -92,8 +94,10 @@ def _refused(core: CoreOps, src: int, req: BrokerRequest, error: ErrorCode) -> N
     core.answer(src, req, response)
 
 
-def _append(core: CoreOps, state: Leader, payload: bytes) -> BrokerInfo:
-    """Append one broker record; the view takes it at once (the answer waits for its commit)."""
+def _append(core: CoreOps, state: Leader, payload: bytes,
+            replaced: BrokerInfo | None = None) -> BrokerInfo:
+    """Append one broker record; the view takes it at once (the answer waits for its commit).
+    `replaced`: a registration's, what the view held before (its event says what it was)."""
     change = decode_broker_record(payload)
     assert change is not None
     offset = core.log.end_offset
@@ -102,8 +106,12 @@ def _append(core: CoreOps, state: Leader, payload: bytes) -> BrokerInfo:
     state.broker_view[change.broker] = info
     state.broker_last_record[change.broker] = offset
     if change.op == REGISTER:
+        fields: dict[str, Any] = {"amended": change.epoch >= 0}
+        if replaced is not None and replaced.incarnation != change.incarnation:
+            fields.update(replaced=str(replaced.incarnation), replaced_epoch=replaced.epoch,
+                          replaced_fenced=replaced.fenced)
         core.event(type="broker-register", broker=change.broker,
-                   incarnation=str(change.incarnation), epoch=offset)
+                   incarnation=str(change.incarnation), epoch=info.epoch, offset=offset, **fields)
     elif change.op == FENCE:
         core.event(type="broker-fence", broker=change.broker, epoch=change.epoch, offset=offset,
                    reason=change.reason)
@@ -125,7 +133,7 @@ def _wait(core: CoreOps, state: Leader, answer: PendingBrokerAnswer) -> None:
 
 
 def _registration_error(core: CoreOps, req: BrokerRegistrationRequest,
-                        view: Mapping[int, BrokerInfo]) -> ErrorCode | None:
+                        view: Mapping[int, BrokerInfo], state: Leader) -> ErrorCode | None:
     if not core.cluster_ok(req.cluster_id):
         return ErrorCode.inconsistent_cluster_id
     # A voter's id is a broker's too with combined roles (Kafka's, process.roles=broker,
@@ -133,26 +141,41 @@ def _registration_error(core: CoreOps, req: BrokerRegistrationRequest,
     if req.sender < 0 or not 1 <= req.port <= MAX_PORT:
         return ErrorCode.invalid_request
     registered = view.get(req.sender)
-    if registered is not None and req.incarnation.int < registered.incarnation.int and \
+    if registered is not None and req.incarnation != registered.incarnation and \
+            _session_live(core, state, registered) and \
             not core.config.has(Unsafe.ACCEPT_OLD_INCARNATION):
         return ErrorCode.duplicate_broker_registration
     return None
 
 
+def _session_live(core: CoreOps, state: Leader, info: BrokerInfo) -> bool:
+    """Kafka's BrokerHeartbeatManager.hasValidSession: unfenced, and its session has not run out
+    (the moment `on_leader_tick` would fence it)."""
+    return not info.fenced and \
+        core.now - _session_start(state, info.broker_id) < core.config.broker_session_timeout_ms
+
+
 def on_registration_request(core: CoreOps, src: int, req: BrokerRegistrationRequest) -> None:
-    """BrokerRegistration: a new broker epoch (its register-broker record's offset), answered
-    once that record commits. Same or newer incarnation: always a new registration."""
+    """BrokerRegistration, answered once its register-broker record commits: another incarnation
+    (unless the registered one's session is live) gets a new broker epoch, the record's offset;
+    the registered incarnation keeps its epoch and state (its request retried, or replayed)."""
     state = _active_leader(core)
     if state is None:
         _refused(core, src, req, ErrorCode.not_controller)
         return
-    error = _registration_error(core, req, controller_view(core, state))
+    view = controller_view(core, state)
+    error = _registration_error(core, req, view, state)
     if error is not None:
         _refused(core, src, req, error)
         return
-    info = _append(core, state, encode_register(req.sender, req.incarnation, req.host, req.port))
+    registered = view.get(req.sender)
+    kept = registered if registered is not None and \
+        registered.incarnation == req.incarnation else None
+    info = _append(core, state, encode_register(req.sender, req.incarnation, req.host, req.port,
+                                                kept), replaced=registered)
     state.broker_heartbeats[req.sender] = core.now
-    _wait(core, state, PendingBrokerAnswer(src, req, info.epoch))
+    _wait(core, state, PendingBrokerAnswer(src, req, state.broker_last_record[req.sender],
+                                           broker_epoch=info.epoch))
 
 
 def on_heartbeat_request(core: CoreOps, src: int, req: BrokerHeartbeatRequest) -> None:
@@ -176,7 +199,7 @@ def on_heartbeat_request(core: CoreOps, src: int, req: BrokerHeartbeatRequest) -
         if req.want_shutdown:
             should_shut_down = True  # nothing to hand over: it may go at once
         elif not req.want_fence and info.epoch < core.hw and (
-            req.metadata_offset > info.epoch or core.config.has(Unsafe.UNFENCE_BEFORE_CAUGHT_UP)
+            req.metadata_offset >= info.epoch or core.config.has(Unsafe.UNFENCE_BEFORE_CAUGHT_UP)
         ):
             _append(core, state, encode_unfence(b, e, req.metadata_offset))
     elif req.want_fence:
@@ -193,7 +216,8 @@ def on_heartbeat_request(core: CoreOps, src: int, req: BrokerHeartbeatRequest) -
 def _answer(core: CoreOps, pending: PendingBrokerAnswer) -> None:
     req = pending.request
     if isinstance(req, BrokerRegistrationRequest):
-        core.answer(pending.src, req, BrokerRegistrationResponse(ErrorCode.none, pending.after))
+        core.answer(pending.src, req,
+                    BrokerRegistrationResponse(ErrorCode.none, pending.broker_epoch))
         return
     info = core.image.brokers.get(req.sender)
     if info is None or info.epoch != req.broker_epoch:
@@ -201,7 +225,7 @@ def _answer(core: CoreOps, pending: PendingBrokerAnswer) -> None:
         core.answer(pending.src, req, BrokerHeartbeatResponse(ErrorCode.stale_broker_epoch))
         return
     core.answer(pending.src, req, BrokerHeartbeatResponse(
-        ErrorCode.none, is_caught_up=req.metadata_offset > info.epoch, is_fenced=info.fenced,
+        ErrorCode.none, is_caught_up=req.metadata_offset >= info.epoch, is_fenced=info.fenced,
         should_shut_down=pending.should_shut_down,
     ))
 

@@ -39,6 +39,7 @@ __all__ = [
     "BrokerIdentity",
     "BrokerLifecycle",
     "BrokerStatus",
+    "last_applied",
     "new_incarnation",
 ]
 
@@ -59,6 +60,13 @@ def new_incarnation(now_unix_ms: int, rng: random.Random) -> uuid.UUID:
 
 
 # --- broker side ----------------------------------------------------------------------------------
+
+
+def last_applied(core: CoreOps) -> int:
+    """The broker's metadata offset: the last offset its image applied (inclusive; -1 before
+    any), what Kafka's BrokerLifecycleManager sends as CurrentMetadataOffset
+    (MetadataLoader.lastAppliedOffset) and its controller compares with the registration's."""
+    return core.image.end_offset - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,7 @@ class BrokerStatus:
     contact_age_ms: int | None
     """Since the send time of the latest request answered NONE; None: never answered."""
     metadata_offset: int
+    """The image end offset (exclusive: one above `last_applied`, what heartbeats carry)."""
 
 
 class BrokerLifecycle:
@@ -238,7 +247,7 @@ class BrokerLifecycle:
                                                 identity.port)
         elif now >= self.next_heartbeat_ms:
             request = BrokerHeartbeatRequest(core.node_id, self.broker_epoch,
-                                             core.image.end_offset,
+                                             last_applied(core),
                                              want_shutdown=self.want_shutdown)
         else:
             return
@@ -252,5 +261,5 @@ class BrokerLifecycle:
             return
         self.reported = (self.state, fenced)
         core.event(type="broker-state", state=self.state, broker_epoch=self.broker_epoch,
-                   metadata_offset=core.image.end_offset,
+                   metadata_offset=last_applied(core),
                    incarnation=str(self.identity.incarnation), self_fenced=fenced)

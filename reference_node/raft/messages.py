@@ -370,7 +370,8 @@ class BrokerHeartbeatRequest:
     """The broker id."""
     broker_epoch: int
     metadata_offset: int
-    """The broker's image end offset (Kafka's CurrentMetadataOffset)."""
+    """The last offset the broker's image applied, inclusive (-1: none); Kafka's
+    CurrentMetadataOffset (`lifecycle.last_applied`)."""
     want_fence: bool = False
     want_shutdown: bool = False
 

@@ -6,8 +6,10 @@ leader: register-broker, fence-broker, unfence-broker, shutdown-broker (`encode_
 `encode_fence`, `encode_unfence`, `encode_shutdown`: JSON objects). Every node applies them to its
 image (`Image.brokers`), and the controller to its own view of what it appended (controller.py),
 with the one `apply_change`, so every node agrees on which brokers are registered, fenced or
-stopping, at every offset. A registration's offset is its broker epoch; the other records name the
-epoch they apply to and change nothing once that registration was replaced.
+stopping, at every offset. A new registration's offset is its broker epoch; a registration of the
+incarnation already registered amends it, carrying the epoch and state it keeps (Kafka's
+ClusterControlManager.registerBroker); the other records name the epoch they apply to and change
+nothing once that registration was replaced.
 
 `BrokerInfo` is a broker as the records applied so far leave it; its `state` is the proposal's
 (inactive, active, stopping: lifecycle.py has the table). Pure data: no core, no clock.
@@ -98,22 +100,32 @@ class BrokerChange:
     op: str
     broker: int
     epoch: int = -1
-    """fence / unfence / shutdown: the registration epoch it applies to."""
+    """fence / unfence / shutdown: the registration epoch it applies to; register: the epoch an
+    amended registration keeps (-1: a new registration, whose epoch is its offset)."""
     incarnation: uuid.UUID | None = None
     host: str = ""
     port: int = 0
     reason: str = ""
     caught_up: int = -1
     """unfence: the metadata offset the broker's heartbeat reported."""
+    fenced: bool = True
+    shutdown: bool = False
+    """register: the state an amended registration keeps (a new one is fenced)."""
 
 
 def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def encode_register(broker: int, incarnation: uuid.UUID, host: str, port: int) -> bytes:
-    return _encode({"op": REGISTER, "broker": broker, "incarnation": str(incarnation),
-                    "host": host, "port": port})
+def encode_register(broker: int, incarnation: uuid.UUID, host: str, port: int,
+                    kept: BrokerInfo | None = None) -> bytes:
+    """A registration; with `kept` (the registration of this same incarnation), an amendment that
+    keeps its epoch and state."""
+    body: dict[str, Any] = {"op": REGISTER, "broker": broker, "incarnation": str(incarnation),
+                            "host": host, "port": port}
+    if kept is not None:
+        body.update(epoch=kept.epoch, fenced=kept.fenced, shutdown=kept.shutdown)
+    return _encode(body)
 
 
 def encode_fence(broker: int, epoch: int, reason: str) -> bytes:
@@ -160,7 +172,14 @@ def _decode(payload: bytes) -> BrokerChange | None:
             incarnation = uuid.UUID(text)
         except ValueError:
             return None
-        return BrokerChange(op, broker, incarnation=incarnation, host=host, port=port)
+        if "epoch" not in body:
+            return BrokerChange(op, broker, incarnation=incarnation, host=host, port=port)
+        kept, fenced, shutdown = body["epoch"], body.get("fenced"), body.get("shutdown")
+        if not _is_int(kept) or kept < 0 or not isinstance(fenced, bool) or \
+                not isinstance(shutdown, bool):
+            return None
+        return BrokerChange(op, broker, kept, incarnation=incarnation, host=host, port=port,
+                            fenced=fenced, shutdown=shutdown)
     epoch = body.get("epoch")
     if not _is_int(epoch):
         return None
@@ -178,13 +197,21 @@ def _decode(payload: bytes) -> BrokerChange | None:
 def apply_change(brokers: Mapping[int, BrokerInfo], change: BrokerChange, offset: int
                  ) -> BrokerInfo | None:
     """What the record at `offset` makes of its broker, or None when it changes nothing (a
-    fence/unfence/shutdown of another registration epoch, or of a state it is already in). The
+    fence/unfence/shutdown of another registration epoch, or of a state it is already in; a
+    registration always makes one, even an amendment that changes nothing). The
     image and the controller's view both apply records with it, so they cannot disagree."""
+    info = brokers.get(change.broker)
     if change.op == REGISTER:
         assert change.incarnation is not None
-        return BrokerInfo(change.broker, change.incarnation, offset, change.host, change.port,
-                          fenced=True, shutdown=False, since=offset)
-    info = brokers.get(change.broker)
+        if change.epoch < 0:
+            return BrokerInfo(change.broker, change.incarnation, offset, change.host,
+                              change.port, fenced=True, shutdown=False, since=offset)
+        # An amendment: `since` stays where the state last changed.
+        same = info is not None and (info.epoch, info.fenced, info.shutdown) == \
+            (change.epoch, change.fenced, change.shutdown)
+        return BrokerInfo(change.broker, change.incarnation, change.epoch, change.host,
+                          change.port, fenced=change.fenced, shutdown=change.shutdown,
+                          since=info.since if same and info is not None else offset)
     if info is None or info.epoch != change.epoch:
         return None
     if change.op == FENCE:

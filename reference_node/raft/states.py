@@ -192,6 +192,8 @@ class PendingBrokerAnswer:
     """Answered once the high watermark passes this offset (-1: nothing to wait for)."""
     should_shut_down: bool = False
     """A heartbeat's answer: decided when the request was handled."""
+    broker_epoch: int = -1
+    """A registration's answer: the broker epoch (an amendment keeps the registered one)."""
 
 
 @dataclass(slots=True)

@@ -4,11 +4,11 @@ simulated clock, and what the seeds exercised.
 Theory of operation: a broker is a node the host runs with a `BrokerIdentity` (host.py): an
 observer of the metadata log that registers with the leader and heartbeats it (raft/lifecycle.py).
 Every start of a broker is a new process, so a new incarnation, made by `new_incarnation` from the
-simulated clock (on a fixed Unix base, `SIM_UNIX_MS`) and the seed's broker stream: time-ordered,
-so that a restart compares greater than the process it replaces.
+simulated clock (on a fixed Unix base, `SIM_UNIX_MS`) and the seed's broker stream; nothing orders
+incarnations by it (the controller refuses another one only while a session is live).
 
 `BrokerWatch` holds the broker invariants that need more than the committed log (BrokerSelfFence,
-SessionExpiry, the event half of UnfenceAfterCaughtUp, BrokersLive; invariants.py holds the rest),
+SessionExpiry, DuplicateRegistration, the event half of UnfenceAfterCaughtUp, BrokersLive),
 keeping its own account of contact from what the network carried, not the broker's bookkeeping.
 `BrokerStats` counts state changes, the controller's records and refusals, and stale replays, so
 that a report shows what the seeds exercised. Details: docs/internals/simulator.md#brokers
@@ -54,9 +54,10 @@ TRANSITIONS: tuple[tuple[str, str], ...] = (
     ("active", "stopping"),     # controlled shutdown begins
     ("stopping", "stopped"),    # the controller lets it go (should_shut_down)
     ("initial", "stopped"),     # shut down before any registration was answered
-    ("active", "initial"),      # STALE_BROKER_EPOCH: another registration replaced its own
-    ("inactive", "initial"),    # the same, before it was unfenced
 )
+# Not expected since another incarnation is refused while a session is live (issue 41): active ->
+# initial and inactive -> initial (STALE_BROKER_EPOCH: another registration replaced its own); they
+# need a replay to land while the running broker's session is out, which seeds 0-39 never do.
 """The changes of a broker's own state (its `broker-state` events) the seeds are expected to take.
 The controller's side of the table is in its records (`CONTROLLER_RECORDS`): an active broker
 fenced by session expiry is `inactive` in the image at once, but the broker itself never sees
@@ -129,6 +130,8 @@ class _Session:
     """Broker id -> the last heartbeat delivered to this leader."""
     due: dict[int, int] = field(default_factory=dict)
     """Broker id -> when its session's deadline (+ slack) passes, unless judged since."""
+    by_epoch: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(broker id, broker epoch) -> the last heartbeat of that registration delivered to it."""
 
 
 class BrokerWatch:
@@ -185,12 +188,16 @@ class BrokerWatch:
 
     def delivered(self, node: SimNode, message: BrokerHeartbeatRequest, now: int) -> None:
         """A heartbeat reached `node`: if it leads, the broker's session there is renewed."""
+        self._renewed(node, message.sender, message.broker_epoch, now)
+
+    def _renewed(self, node: SimNode, broker: int, epoch: int, now: int) -> None:
         session = self.sessions.get(node.id)
         if session is None or session.inc != node.inc:
             return
-        session.heartbeats[message.sender] = now
+        session.heartbeats[broker] = now
+        session.by_epoch[(broker, epoch)] = now
         due = now + self.session_ms + TICK_SLACK_MS
-        session.due[message.sender] = due
+        session.due[broker] = due
         if due < self.next_due:
             self.next_due = due
 
@@ -208,12 +215,35 @@ class BrokerWatch:
                                            ev.get("offset"))
             elif kind == "broker-register":
                 stats.records["register"] += 1
+                if ev.get("replaced_fenced") is False:
+                    self._replaced_live(node, ev, now)
+                # A registration renews the session too (an amendment keeps it unfenced).
+                self._renewed(node, ev["broker"], ev["epoch"], now)
             elif kind == "broker-fence":
                 stats.records[f"fence:{ev['reason']}"] += 1
             elif kind == "broker-shutdown":
                 stats.records["shutdown"] += 1
             elif kind == "broker-refused":
                 stats.refused[str(ev["error"])] += 1
+
+    def _replaced_live(self, node: SimNode, ev: dict[str, Any], now: int) -> None:
+        """DuplicateRegistration: leader `node` registered another incarnation over an unfenced
+        one (`ev`) whose session was live: heard from (a heartbeat of its epoch delivered, or the
+        leader's election) within the session timeout. The leader also counts registrations, so
+        its session is at least as fresh as this account: a violation here is one there."""
+        session = self.sessions.get(node.id)
+        if session is None or session.inc != node.inc:
+            return
+        broker = ev["broker"]
+        last = max(session.since, session.by_epoch.get((broker, ev["replaced_epoch"]), -NEVER))
+        if now - last < self.session_ms:
+            raise Violation(
+                "DuplicateRegistration",
+                f"leader {node.id} registered broker {broker} as incarnation {ev['incarnation']} "
+                f"at {now} ms over incarnation {ev['replaced']} (epoch {ev['replaced_epoch']}, "
+                f"unfenced), heard from {now - last} ms before (broker.session.timeout.ms "
+                f"{self.session_ms})",
+            )
 
     def _leadership(self, node: SimNode, leads: bool, now: int) -> None:
         if not leads:

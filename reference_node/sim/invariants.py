@@ -79,7 +79,7 @@ INVARIANTS = (
     "VoterSetAtLogEnd",
     "Liveness",
     "BrokerSelfFence",
-    "IncarnationMonotonic",
+    "DuplicateRegistration",
     "UnfenceAfterCaughtUp",
     "SessionExpiry",
     "BrokersAgree",
@@ -135,8 +135,6 @@ class Invariants:
         self.broker_folds: list[tuple[Any, ...]] | None = [()] if brokers else None
         """With brokers: the committed image's brokers (sorted items) after the first k entries,
         at index k (the same tuple until a broker record changes them)."""
-        self.registered: dict[int, tuple[uuid.UUID, int]] = {}
-        """Broker id -> (incarnation, epoch) of its latest committed registration."""
         self.behaviour = Behaviour()
         """The invariants of behaviour: the host steps every delivered message through it."""
 
@@ -264,22 +262,10 @@ class Invariants:
     # --- brokers --------------------------------------------------------------------------------
 
     def _broker_committed(self, offset: int, record: BrokerRecord) -> None:
-        """A broker record committed at `offset`: registrations never go back to an older
-        incarnation; an unfence names a caught-up offset."""
-        op, broker = record.op, record.broker
-        if op == "register-broker":
-            incarnation = record.incarnation
-            assert incarnation is not None
-            before = self.registered.get(broker)
-            if before is not None and incarnation.int < before[0].int:
-                raise Violation(
-                    "IncarnationMonotonic",
-                    f"broker {broker} registered at offset {offset} with incarnation "
-                    f"{incarnation}, older than {before[0]} it registered with at {before[1]}",
-                )
-            self.registered[broker] = (incarnation, offset)
-        elif op == "unfence-broker":
-            self.unfence_caught_up(None, broker, record.epoch, record.caught_up, offset)
+        """A broker record committed at `offset`: an unfence names a caught-up offset. (Which
+        incarnation may register is judged against sessions: brokers.py, DuplicateRegistration.)"""
+        if record.op == "unfence-broker":
+            self.unfence_caught_up(None, record.broker, record.epoch, record.caught_up, offset)
 
     def unfence_caught_up(self, node: int | None, broker: int, epoch: int, caught_up: int,
                           offset: int | None) -> None:

@@ -99,6 +99,9 @@ class BrokerRecord:
     port: int = 0
     caught_up: int = -1
     """unfence: the metadata offset the broker reported."""
+    fenced: bool = True
+    shutdown: bool = False
+    """register with an `epoch`: an amendment, keeping that epoch and this state."""
 
 
 def read_record(payload: bytes) -> Command | BrokerRecord | None:
@@ -152,7 +155,14 @@ def _broker_record(op: object, body: dict[str, Any]) -> BrokerRecord | None:
             incarnation = uuid.UUID(text)
         except ValueError:
             return None
-        return BrokerRecord(op, broker, incarnation=incarnation, host=host, port=port)
+        if "epoch" not in body:
+            return BrokerRecord(op, broker, incarnation=incarnation, host=host, port=port)
+        kept, fenced, shutdown = body["epoch"], body.get("fenced"), body.get("shutdown")
+        if not _integer(kept) or kept < 0 or not isinstance(fenced, bool) or \
+                not isinstance(shutdown, bool):
+            return None
+        return BrokerRecord(op, broker, kept, incarnation, host, port, fenced=fenced,
+                            shutdown=shutdown)
     epoch = body.get("epoch")
     if not _integer(epoch):
         return None
@@ -202,14 +212,23 @@ class Broker:
 
 def apply_broker_record(brokers: dict[int, Broker], record: BrokerRecord, offset: int) -> None:
     """The record at `offset` changes its broker: a registration replaces it (fenced, broker
-    epoch `offset`); a fence, unfence or shutdown of its current registration sets its state,
+    epoch `offset`; an amendment keeps the epoch and state it names, and `since` when that state
+    is the one held); a fence, unfence or shutdown of its current registration sets its state,
     noting `offset` when the state changes; one of another registration changes nothing."""
+    known = brokers.get(record.broker)
     if record.op == REGISTER:
         assert record.incarnation is not None
-        brokers[record.broker] = Broker(record.broker, record.incarnation, offset, record.host,
-                                        record.port, fenced=True, shutdown=False, since=offset)
+        if record.epoch < 0:
+            brokers[record.broker] = Broker(record.broker, record.incarnation, offset,
+                                            record.host, record.port, fenced=True,
+                                            shutdown=False, since=offset)
+            return
+        held = known is not None and (known.epoch, known.fenced, known.shutdown) == \
+            (record.epoch, record.fenced, record.shutdown)
+        brokers[record.broker] = Broker(record.broker, record.incarnation, record.epoch,
+                                        record.host, record.port, record.fenced, record.shutdown,
+                                        known.since if held and known is not None else offset)
         return
-    known = brokers.get(record.broker)
     if known is None or known.epoch != record.epoch:
         return
     if record.op == SHUTDOWN:

@@ -133,7 +133,7 @@ def test_a_controller_that_takes_back_an_old_incarnation_is_caught(
     stops = [op for op in history(run)
              if op.get("f") == "stop-stale-incarnation" and op["type"] == "ok"]
     assert any(op["value"]["answer"]["error"] == "none" for op in stops), stops
-    assert "incarnation-regressed" in anomalies(run), done.stdout
+    assert "stale-incarnation-accepted" in anomalies(run), done.stdout
 
 
 def test_a_controller_that_unfences_before_catch_up_is_caught(

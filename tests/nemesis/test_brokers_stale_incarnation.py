@@ -11,7 +11,7 @@ import pytest
 
 from nemesis import brokers
 from nemesis.base import Env, NoEffect
-from nemesis.brokers import NOT_SENT, StaleIncarnation, is_newer
+from nemesis.brokers import NOT_SENT, StaleIncarnation, replaced_live
 from nemesis.registry import available, build
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -78,7 +78,7 @@ class Cluster:
                  registration: dict[str, Any]) -> dict[str, Any]:
         self.sent.append({"broker": broker, **registration})
         now = self.registered[broker]
-        if is_newer(now["incarnation"], registration["incarnation"]) and not self.accept_old:
+        if replaced_live(now, registration["incarnation"]) and not self.accept_old:
             return {"error": "duplicate_broker_registration", "broker_epoch": -1}
         epoch = now["epoch"] + 1
         self.registered[broker] = self._info(broker, registration["incarnation"], epoch)
@@ -99,16 +99,17 @@ def test_the_old_incarnation_is_replayed_after_the_new_one_registered() -> None:
     assert node in BROKERS and choice == {"node": node, "old_incarnation": old}
     started = nemesis.start(choice)
     assert cluster.calls == [("kill", node), ("start", node)]
-    assert is_newer(started["new_incarnation"], old)
+    assert started["new_incarnation"] != old
     new = cluster.registered[node]["incarnation"]
     assert started == {**choice, "new_incarnation": new, "evidence": {
         node: f"killed and restarted; the controller holds incarnation {new}"}}
     stopped = nemesis.stop()
     assert stopped == {"node": node, "old_incarnation": old,
                        "answer": {"error": "duplicate_broker_registration", "broker_epoch": -1},
+                       "held_before": {"incarnation": new, "fenced": False},
                        "held_after": new, "evidence": {
                            node: "answered duplicate_broker_registration; the controller "
-                                 "holds a newer one"}}
+                                 "holds another one"}}
     # the replay is the old process's registration: its incarnation, host and port
     assert cluster.sent[0]["incarnation"] == old and cluster.sent[0]["host"] == "10.0.0." + node[1:]
 
@@ -133,7 +134,7 @@ def test_nothing_is_replayed_when_the_new_incarnation_never_registers(
     cluster = Cluster(hosts, register_on_start=False)
     nemesis = fault(cluster, hosts)
     choice = nemesis.choose(random.Random(3))
-    with pytest.raises(NoEffect, match="registered no newer incarnation") as none:
+    with pytest.raises(NoEffect, match="was not registered and unfenced") as none:
         nemesis.start(choice)
     assert none.value.evidence == {
         choice["node"]: f"killed and restarted; still registered as {choice['old_incarnation']}"}
@@ -162,10 +163,14 @@ def test_heal_starts_the_brokers_that_are_down() -> None:
     assert cluster.calls == [("start", "n5")]
 
 
-def test_incarnations_order_by_time() -> None:
-    assert is_newer(incarnation(2000), incarnation(1000))
-    assert not is_newer(incarnation(1000), incarnation(1000))
-    assert not is_newer(None, incarnation(1)) and not is_newer("junk", incarnation(1))
+def test_only_another_unfenced_incarnation_holds_a_live_session() -> None:
+    # no order among incarnation ids: an older id replaces a newer one all the same
+    assert replaced_live({"incarnation": incarnation(1000), "fenced": False}, incarnation(2000))
+    assert not replaced_live({"incarnation": incarnation(1000), "fenced": False},
+                             incarnation(1000))
+    assert not replaced_live({"incarnation": incarnation(1000), "fenced": True}, incarnation(2000))
+    assert not replaced_live(None, incarnation(1)) and \
+        not replaced_live({"incarnation": "junk", "fenced": False}, incarnation(1))
 
 
 def test_the_registry_builds_it_only_for_a_target_that_can_replay() -> None:

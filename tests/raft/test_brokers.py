@@ -209,7 +209,7 @@ def test_a_broker_registers_fenced_then_is_unfenced_once_caught_up() -> None:
     (reg,) = net.of("broker-register", leader)
     (unfence,) = net.of("broker-unfence", leader)
     assert reg["broker"] == 4 and reg["incarnation"] == str(incarnation(4))
-    assert unfence["epoch"] == reg["epoch"] and unfence["caught_up"] > reg["epoch"]
+    assert unfence["epoch"] == reg["epoch"] and unfence["caught_up"] >= reg["epoch"]
     status = net.status(4)
     assert status.serving and not status.self_fenced and status.broker_epoch == reg["epoch"]
     assert status.contact_age_ms is not None and status.contact_age_ms <= INTERVAL + 50
@@ -236,7 +236,7 @@ def test_no_unfence_while_the_brokers_metadata_is_behind_its_registration() -> N
     net.run(4000)  # its fetch in flight times out first
     assert net.states(4) == ["initial", "inactive", "active"]
     (unfence,) = net.of("broker-unfence")
-    assert unfence["caught_up"] > unfence["epoch"]
+    assert unfence["caught_up"] >= unfence["epoch"]
 
 
 def test_unfence_before_caught_up_unfences_a_broker_that_is_behind() -> None:
@@ -244,27 +244,45 @@ def test_unfence_before_caught_up_unfences_a_broker_that_is_behind() -> None:
     net.drop = behind
     net.run(4000)
     (unfence,) = net.of("broker-unfence")
-    assert unfence["caught_up"] <= unfence["epoch"]
+    assert unfence["caught_up"] < unfence["epoch"]
     assert net.states(4) == ["initial", "inactive", "active"]
     assert net.status(4).metadata_offset <= net.status(4).broker_epoch
 
 
 def test_the_controller_unfences_once_the_broker_has_applied_its_registration() -> None:
-    # The metadata offset is the image's end offset (exclusive): at `epoch` the broker has not
-    # applied its own registration record yet; at `epoch + 1` it has (Kafka: last applied >= epoch).
+    # CurrentMetadataOffset is the last offset the broker applied (inclusive), as Kafka's
+    # BrokerLifecycleManager sends it (MetadataLoader.lastAppliedOffset): at `epoch - 1` the
+    # broker has not applied its own registration record yet; at `epoch` it has (Kafka's
+    # BrokerHeartbeatManager.calculateNextBrokerState: currentMetadataOffset >= the record's).
     net = started()
     leader = net.leader()
     (reg,) = net.ask(leader, BrokerRegistrationRequest(6, CLUSTER, incarnation(6), "h", 1))
     assert isinstance(reg, BrokerRegistrationResponse)
     epoch = reg.broker_epoch
-    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch))
+    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch - 1))
     assert answer == BrokerHeartbeatResponse(ErrorCode.none, is_caught_up=False, is_fenced=True)
     assert net.of("broker-unfence", leader)[-1]["broker"] == 4
-    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch + 1))
+    (answer,) = net.ask(leader, BrokerHeartbeatRequest(6, epoch, epoch))
     assert answer == BrokerHeartbeatResponse(ErrorCode.none, is_caught_up=True, is_fenced=False)
     assert net.of("broker-unfence", leader)[-1] == {
         "type": "broker-unfence", "broker": 6, "epoch": epoch,
-        "offset": net.cores[leader].brokers_view()[6].since, "caught_up": epoch + 1}
+        "offset": net.cores[leader].brokers_view()[6].since, "caught_up": epoch}
+
+
+def test_a_broker_heartbeats_its_last_applied_offset() -> None:
+    # The broker's side of the same rule: what it sends is its image's last offset, one below
+    # the image's end offset, and so is what its broker-state events say.
+    net = started()
+    heartbeats = [(t, w.message) for t, w in net.sent
+                  if w.src == 4 and isinstance(w.message, BrokerHeartbeatRequest)]
+    assert heartbeats
+    end = net.status(4).metadata_offset  # the image end offset (exclusive)
+    assert heartbeats[-1][1].metadata_offset == end - 1
+    assert max(h.metadata_offset for _, h in heartbeats) == end - 1
+    active = next(e for e in net.of("broker-state", 4) if e["state"] == "active")
+    (unfence,) = net.of("broker-unfence")
+    assert active["metadata_offset"] >= unfence["epoch"]
+    assert unfence["caught_up"] >= unfence["epoch"]
 
 
 def test_an_image_read_on_the_leader_lists_the_brokers() -> None:
@@ -370,39 +388,80 @@ def test_the_broker_deadline_wakes_it_for_heartbeats_and_the_leader_for_sessions
 # --- re-registration and incarnations -------------------------------------------------------------
 
 
+def test_the_same_incarnation_registering_again_keeps_its_epoch_and_state() -> None:
+    # A retried (or replayed) registration of the incarnation registered amends it: the same
+    # broker epoch, unfenced still (Kafka's ClusterControlManager.registerBroker).
+    net = started()
+    leader = net.leader()
+    first = net.status(4).broker_epoch
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(4), "x", 1))
+    assert answer == BrokerRegistrationResponse(ErrorCode.none, first)
+    info = net.cores[leader].brokers_view()[4]
+    assert (info.epoch, info.state, info.host, info.port) == (first, "active", "x", 1)
+    register = net.of("broker-register", leader)[-1]
+    assert (register["epoch"], register["amended"]) == (first, True) and register["offset"] > first
+    assert "replaced" not in register
+    net.run(3000)
+    assert net.of("broker-refused", leader) == []
+    assert net.status(4).broker_epoch == first and net.status(4).state == "active"
+    for node in (*VOTERS, 4):  # every image applies the amendment alike
+        assert net.cores[node].brokers_view()[4] == info
+
+
 def test_stale_broker_epoch_makes_the_broker_register_again() -> None:
     net = started()
     leader = net.leader()
     first = net.status(4).broker_epoch
-    # Another registration of id 4 (the same incarnation, as a retried request would be).
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(4), "x", 1))
+    net.isolate(4)
+    net.run(SESSION + 200)  # its session runs out: fenced, so another incarnation may register
+    other = incarnation(7)
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, other, "x", 1))
     assert isinstance(answer, BrokerRegistrationResponse) and answer.broker_epoch > first
+    assert net.of("broker-register", leader)[-1]["replaced"] == str(incarnation(4))
+    net.heal()
     net.run(3000)
     refused = net.of("broker-refused", leader)
     assert refused and refused[0]["error"] == "stale_broker_epoch"
-    status = net.status(4)
+    status = net.status(4)  # the forged one never heartbeats: fenced, so 4 takes its id back
     assert status.state == "active" and status.broker_epoch > answer.broker_epoch
     assert [e["epoch"] for e in net.of("broker-register", leader)] == \
         [first, answer.broker_epoch, status.broker_epoch]
     assert "initial" in net.states(4)[2:]
 
 
-def test_an_older_incarnation_is_refused_and_a_newer_one_accepted() -> None:
+def test_another_incarnation_is_refused_while_the_session_is_live_whatever_its_id() -> None:
+    # No order among incarnation ids (no host clock decides): a greater id is refused while the
+    # registered one's session is live, a smaller one accepted once it has run out.
     net = started()
     leader = net.leader()
     epoch = net.status(4).broker_epoch
     older, newer = incarnation(3), incarnation(5)
     assert older.int < incarnation(4).int < newer.int
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, older, "x", 1))
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, newer, "x", 1))
     assert answer == BrokerRegistrationResponse(ErrorCode.duplicate_broker_registration)
     assert net.of("broker-refused", leader)[-1] == {
         "type": "broker-refused", "broker": 4, "error": "duplicate_broker_registration",
-        "incarnation": str(older)}
+        "incarnation": str(newer)}
     assert net.cores[leader].brokers_view()[4].epoch == epoch
-    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, newer, "x", 1))
+    net.isolate(4)
+    net.run(SESSION + 200)
+    assert net.cores[leader].brokers_view()[4].state == "inactive"
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, older, "x", 1))
     assert answer.error == ErrorCode.none and answer.broker_epoch > epoch
     info = net.cores[leader].brokers_view()[4]
-    assert (info.incarnation, info.epoch, info.state) == (newer, answer.broker_epoch, "inactive")
+    assert (info.incarnation, info.epoch, info.state) == (older, answer.broker_epoch, "inactive")
+
+
+def test_a_fenced_registration_has_no_live_session() -> None:
+    # Kafka's hasValidSession is false for a fenced broker: another incarnation may replace a
+    # registration that was never unfenced, at once.
+    net = Net(config())
+    net.drop = behind  # broker 4 stays fenced
+    net.run(4000)
+    leader = net.leader()
+    assert net.cores[leader].brokers_view()[4].state == "inactive"
+    (answer,) = net.ask(leader, BrokerRegistrationRequest(4, CLUSTER, incarnation(3), "x", 1))
+    assert answer.error == ErrorCode.none
 
 
 def test_accept_old_incarnation_lets_an_older_process_take_the_id_back() -> None:
@@ -414,13 +473,21 @@ def test_accept_old_incarnation_lets_an_older_process_take_the_id_back() -> None
     assert net.cores[leader].brokers_view()[4].incarnation == older
 
 
-def test_a_restarted_broker_registers_its_new_incarnation() -> None:
+def test_a_restarted_broker_registers_its_new_incarnation_once_the_old_session_ran_out() -> None:
     net = started()
     leader = net.leader()
     net.down.add(4)
     net.run(100)
+    killed = net.now
     net.start_broker(4, incarnation(40))
-    net.run(3000)
+    net.run(SESSION + 3000)
+    (refused, *_) = net.of("broker-refused", leader)
+    assert refused["error"] == "duplicate_broker_registration"
+    ((fenced_at, fence),) = net.timed("broker-fence", leader)
+    assert fence["reason"] == "session-expired" and fenced_at >= killed
+    ((registered_at, register),) = [(t, e) for t, e in net.timed("broker-register", leader)
+                                    if e["incarnation"] == str(incarnation(40))]
+    assert registered_at >= fenced_at and register["replaced_fenced"] is True
     info = net.cores[leader].brokers_view()[4]
     assert info.incarnation == incarnation(40) and info.state == "active"
     assert net.status(4).broker_epoch == info.epoch
