@@ -10,8 +10,8 @@ sent; that timeout is longer than the controller's session timeout, so the contr
 fenced a cut-off broker when it stops serving.
 
 Its states are `initial`, `inactive` (registered, fenced), `active` (serving), `stopping`
-(controlled shutdown) and `stopped`; the incarnation is a time-ordered UUID (`new_incarnation`,
-UUIDv7) made at process start. The proposal's states and words mapped to ours and Kafka's:
+(controlled shutdown) and `stopped`; the incarnation is a UUID made at process start
+(`new_incarnation`); its order decides nothing (no host clock does). The proposal's states and words mapped to ours and Kafka's:
 docs/internals/raft.md#lifecycle
 """
 
@@ -48,9 +48,11 @@ __all__ = [
 
 
 def new_incarnation(now_unix_ms: int, rng: random.Random) -> uuid.UUID:
-    """A time-ordered incarnation id (UUIDv7 layout: 48-bit Unix milliseconds in the top bits,
-    version 7, the RFC 4122 variant, random rest), so that a later process start compares greater
-    (`incarnation.int`). Made by the host once per process start."""
+    """An incarnation id (UUIDv7 layout: 48-bit Unix milliseconds in the top bits, version 7, the
+    RFC 4122 variant, random rest): unique per process start, readable by a person as when it
+    started. Its order decides nothing: the controller refuses another incarnation only while the
+    registered one's session is live (Kafka's rule), so a host whose clock steps back is not
+    locked out. Made by the host once per process start."""
     value = (now_unix_ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
     value |= rng.getrandbits(12) << 64

@@ -343,7 +343,7 @@ class FetchSnapshotResponse:
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationRequest:
     """A broker (a metadata-log observer) asks the active controller to register this process:
-    its id, which incarnation (a time-ordered UUID made at process start) and its client listener.
+    its id, which incarnation (a UUID made at process start) and its client listener.
     Answered once the register-broker record commits; its offset is the broker epoch."""
 
     sender: int
