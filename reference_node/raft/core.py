@@ -1082,10 +1082,15 @@ def _malformed_fetch_error(core: RaftCore, req: FetchRequest) -> ErrorCode | Non
 
 
 def _vote_header_error(core: RaftCore, req: VoteRequest) -> ErrorCode | None:
-    """Kafka's handleVoteRequest: a log no candidate has (a negative end, or a last epoch that is
-    not below the one it runs in) is INVALID_REQUEST, before the epoch; then the voter key."""
-    if req.last_offset < 0 or req.last_offset_epoch < 0 or \
-            req.last_offset_epoch >= req.candidate_epoch:
+    """Kafka's handleVoteRequest: a log no candidate has is INVALID_REQUEST, before the epoch;
+    then the voter key. No log has a negative end or last epoch; a candidate's last epoch is below
+    the one it runs in (it bumped it), a prospective's at most its current one (KIP-996: it may
+    have followed a leader of that very epoch)."""
+    if req.pre_vote:
+        impossible = req.last_offset_epoch > req.candidate_epoch
+    else:
+        impossible = req.last_offset_epoch >= req.candidate_epoch
+    if req.last_offset < 0 or req.last_offset_epoch < 0 or impossible:
         return ErrorCode.invalid_request
     return _voter_key_error(core, req)
 

@@ -56,9 +56,10 @@ def can_grant(core: CoreOps, candidate: int, up_to_date: bool, pre_vote: bool) -
 
 
 def on_vote_request(core: CoreOps, src: int, req: VoteRequest) -> None:
-    # A newer epoch is the candidate's, not a leader's: it unattaches us (no leader to follow),
-    # and a pre-vote's, always one ahead, changes nothing at all.
-    if req.candidate_epoch > core.epoch and not req.pre_vote:
+    # A newer epoch is the candidate's, not a leader's: it unattaches us (no leader to follow).
+    # A pre-vote's too, as Kafka's handleVoteRequest does: a prospective asks in its current
+    # epoch, so a newer one is an epoch the voter missed, not one the prospective made up.
+    if req.candidate_epoch > core.epoch:
         core.become_unattached(req.candidate_epoch)
     up_to_date = log_up_to_date(core, req.last_offset_epoch, req.last_offset)
     granted = can_grant(core, req.candidate_id, up_to_date, req.pre_vote)
@@ -81,12 +82,13 @@ def request_votes(core: CoreOps, pre_vote: bool) -> None:
 def _send_vote(core: CoreOps, dst: int, pre_vote: bool) -> None:
     state = core.state
     assert isinstance(state, Prospective | Candidate)
-    epoch = core.epoch + 1 if pre_vote else core.epoch
+    # Both rounds ask in the current epoch (Kafka's buildVoteRequest): a candidate has bumped it
+    # already, a prospective never does.
     core.send(
         dst,
         VoteRequest(
-            core.cluster_id, epoch, core.node_id, core.log.last_epoch, core.log.end_offset,
-            pre_vote, dst, _directory_of(core, dst),
+            core.cluster_id, core.epoch, core.node_id, core.log.last_epoch, core.log.end_offset,
+            pre_vote, dst, _directory_of(core, dst), core.directory_id,
         ),
     )
     state.vote_sent[dst] = core.now
@@ -117,23 +119,24 @@ def answers_another_round(core: CoreOps, request: object) -> bool:
         return False  # the host does not pair answers with requests: trust it
     state = core.state
     if isinstance(state, Prospective):
-        return not request.pre_vote or request.candidate_epoch != core.epoch + 1
+        return not request.pre_vote or request.candidate_epoch != core.epoch
     if isinstance(state, Candidate):
         return request.pre_vote or request.candidate_epoch != core.epoch
     return False  # no round open: `on_vote_response` ignores it
 
 
 def on_vote_response(core: CoreOps, src: int, resp: VoteResponse) -> None:
-    # A stale answer still counts in a pre-vote round: the voter is behind, not wrong.
+    # Only an answer in our epoch counts, a pre-vote's as a vote's (Kafka's
+    # maybeHandleCommonResponse drops an older one): a voter behind adopts the epoch a pre-vote
+    # asks in before it answers, so an older answer is to an older request.
     state = core.state
-    if isinstance(state, Prospective) and resp.pre_vote:
-        if resp.leader_epoch > core.epoch + 1:
-            return
-    elif isinstance(state, Candidate) and not resp.pre_vote and state.backoff_until is None:
-        if resp.leader_epoch != core.epoch:
-            return
-    else:
+    open_round = (
+        (isinstance(state, Prospective) and resp.pre_vote)
+        or (isinstance(state, Candidate) and not resp.pre_vote and state.backoff_until is None)
+    )
+    if not open_round or resp.leader_epoch != core.epoch:
         return
+    assert isinstance(state, Prospective | Candidate)
     state.vote_sent.pop(src, None)
     if resp.error == ErrorCode.none and resp.vote_granted:
         state.granted.add(src)

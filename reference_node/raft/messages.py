@@ -153,12 +153,14 @@ class VoteRequest:
     """Ask for a vote (or, with `pre_vote`, ask whether a vote would be granted, without any state
     change on the receiver).
 
-    `candidate_epoch` is the epoch the candidate runs in (for a pre-vote: its current epoch + 1).
+    `candidate_epoch` is the sender's current epoch (Kafka's ReplicaEpoch): the one a candidate
+    runs in, or a prospective's, unchanged by its pre-vote (Kafka's buildVoteRequest).
     `last_offset_epoch` / `last_offset` describe the candidate's log: the epoch of its last entry and
     its log end offset (Kafka sends the end offset, i.e. last offset + 1). `voter_id` and
     `voter_directory_id` are the intended receiver's replica key as the candidate knows it
     (KIP-853), -1 / None when not set: a replica whose disk was wiped (a new directory id) is not
-    the voter it replaced, and must not vote as it.
+    the voter it replaced, and must not vote as it. `candidate_directory_id` is the sender's own
+    (Kafka's ReplicaDirectoryId, Vote v1+), None when it has none.
     """
 
     cluster_id: str | None
@@ -169,6 +171,7 @@ class VoteRequest:
     pre_vote: bool = False
     voter_id: int = -1
     voter_directory_id: uuid.UUID | None = None
+    candidate_directory_id: uuid.UUID | None = None
 
     @property
     def sender(self) -> int:

@@ -27,6 +27,7 @@ from reference_node.raft.messages import (
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
+    SnapshotId,
 )
 from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import (
@@ -97,7 +98,7 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     rid = req.replica_id
     # A fetcher that must install a snapshot first (KIP-630), or whose log diverges, has made
     # contact but no progress: its fetch offset counts for nothing.
-    progress = not core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch) and (
+    progress = _snapshot_for(core, req) is None and (
         core.log.diverging(req.fetch_offset, req.last_fetched_epoch) is None
     )
     prog = replica_progress(state, rid, req.replica_directory_id)
@@ -138,12 +139,31 @@ def note_voter_contact(core: CoreOps, state: Leader, rid: int) -> None:
         answer_reads(core)
 
 
+BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
+"""Kafka's `Snapshots.BOOTSTRAP_SNAPSHOT_ID`: the checkpoint `kafka-storage format` writes."""
+
+
+def _snapshot_for(core: CoreOps, req: FetchRequest) -> SnapshotId | None:
+    """The snapshot a fetch is answered with instead of records, or None.
+
+    KIP-630: the log no longer holds what the fetcher needs; the snapshot does. And, as Kafka's
+    tryCompleteFetchRequest answers (3.9+): a fetch at offset 0 while a snapshot other than the
+    bootstrap checkpoint exists, however far back the log still reaches; an empty replica
+    catches up faster from the snapshot than from the whole log."""
+    if core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch):
+        return core.snapshot_state.serving()
+    latest = core.snapshot_state.latest()
+    if req.fetch_offset == 0 and latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID:
+        return latest
+    return None
+
+
 def _fetch_response(core: CoreOps, state: Leader, req: FetchRequest) -> FetchResponse:
     hw = core.hw if state.hw_known else -1
-    if core.log.needs_snapshot(req.fetch_offset, req.last_fetched_epoch):
-        # KIP-630: the log no longer holds what the fetcher needs; the snapshot does.
+    snapshot_id = _snapshot_for(core, req)
+    if snapshot_id is not None:
         return FetchResponse(ErrorCode.none, core.node_id, core.epoch, hw, core.log.start_offset,
-                             snapshot_id=core.snapshot_state.serving())
+                             snapshot_id=snapshot_id)
     diverging = core.log.diverging(req.fetch_offset, req.last_fetched_epoch)
     records: tuple[Entry, ...] = ()
     if diverging is None:

@@ -157,7 +157,7 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
     part: dict[str, Any]
     if isinstance(msg, m.VoteRequest):
         part = {"partition_index": PARTITION, "replica_epoch": msg.candidate_epoch,
-                "replica_id": msg.candidate_id, "replica_directory_id": None,
+                "replica_id": msg.candidate_id, "replica_directory_id": msg.candidate_directory_id,
                 "voter_directory_id": msg.voter_directory_id,
                 "last_offset_epoch": msg.last_offset_epoch,
                 "last_offset": msg.last_offset, "pre_vote": msg.pre_vote}
@@ -230,7 +230,8 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             candidate_id=int(p.replica_id), last_offset_epoch=int(p.last_offset_epoch),
             last_offset=int(p.last_offset), pre_vote=bool(getattr(p, "pre_vote", False)),
             voter_id=int(getattr(body, "voter_id", -1)),
-            voter_directory_id=_known_uuid(getattr(p, "voter_directory_id", None)))
+            voter_directory_id=_known_uuid(getattr(p, "voter_directory_id", None)),
+            candidate_directory_id=_known_uuid(getattr(p, "replica_directory_id", None)))
     if api_key == apis.BEGIN_QUORUM_EPOCH:
         p = _only_partition(body.topics, "topic_name")
         return m.BeginQuorumEpochRequest(

@@ -496,7 +496,7 @@ class Behaviour:
         self.grants: dict[tuple[int, int, bool], set[int]] = {}
         """(node, epoch, pre-vote) -> the voters whose grant of that round reached the node: a
         granted Vote answering its Vote for that epoch, or a granted pre-vote answering its
-        pre-vote asking for that epoch (its own epoch + 1)."""
+        pre-vote asked in that epoch (its own: KIP-996's prospective does not bump it)."""
 
     def receive(self, node: int, directory_id: uuid.UUID | None, core: RaftCore,
                 receive: Receive, now_ms: int) -> None:
@@ -569,8 +569,7 @@ class Behaviour:
                 self._voted(replica, request.candidate_epoch, request.candidate_id)
         if core.voted_id is not None:
             self._voted(replica, core.epoch, core.voted_id)
-        if not request.pre_vote and request.candidate_epoch > before and \
-                answer.error == ErrorCode.none:
+        if request.candidate_epoch > before and answer.error == ErrorCode.none:
             _stepped_down(node, core, request, request.candidate_epoch, before)
 
     def _vote_response(self, replica: Replica, core: RaftCore, receive: Receive,
@@ -649,7 +648,7 @@ class Behaviour:
         name = core.state_name
         if name == "candidate" or name == "prospective":
             pre = name == "prospective"
-            epoch = core.epoch + 1 if pre else core.epoch
+            epoch = core.epoch
             allowed = self.grants.get((node, epoch, pre), set())
             granted: set[int] = getattr(core.state, "granted", set())
             strays = granted - allowed - {node}
@@ -668,8 +667,8 @@ class Behaviour:
                 self._won(node, core, ready.entries, event["epoch"])
             elif event["state"] == "candidate" and role == "prospective" and \
                     event["epoch"] == before + 1:
-                self._majority(node, core, "pre-vote", before + 1,
-                               self.grants.get((node, before + 1, True), set()))
+                self._majority(node, core, "pre-vote", before,
+                               self.grants.get((node, before, True), set()))
 
     def _won(self, node: int, core: RaftCore, entries: list[Entry], epoch: int) -> None:
         allowed = self.grants.get((node, epoch, False), set())
@@ -719,11 +718,11 @@ def _round(node: int, grant: VoteResponse, request: Message | None, role: str,
     """The round a grant belongs to: the epoch its request asked for (a real vote is granted in
     that very epoch), or None for a grant that answers no vote request of the same kind. Without
     the request (a host that does not pair answers): a real grant's epoch is its own, a pre-vote
-    grant reaching a prospective is for the epoch it asks for."""
+    grant reaching a prospective is for the epoch it asks in (its own)."""
     if request is None:
         if not grant.pre_vote:
             return (node, grant.leader_epoch, False)
-        return (node, before + 1, True) if role == "prospective" else None
+        return (node, before, True) if role == "prospective" else None
     if not isinstance(request, VoteRequest) or request.pre_vote != grant.pre_vote:
         return None
     if not grant.pre_vote and grant.leader_epoch != request.candidate_epoch:

@@ -119,11 +119,16 @@ def test_any_response_naming_our_epochs_leader_makes_us_follow(resp: Response) -
     assert (core.state_name, core.epoch, core.leader_id) == ("follower", EPOCH, 3)
 
 
-def test_stale_pre_vote_answer_still_counts() -> None:
+def test_stale_pre_vote_answer_is_not_counted() -> None:
+    """A pre-vote asks in the prospective's epoch (KIP-996), which a voter behind adopts before
+    it answers: an answer of an older epoch answers an older request, and Kafka's
+    maybeHandleCommonResponse drops it; one of our epoch counts."""
     core = make(qs=QuorumState(EPOCH, None, None))
     tick(core, 10_000)
     assert core.state_name == "prospective"
     deliver(core, 2, VoteResponse(ErrorCode.none, NO_LEADER, STALE, True, True))
+    assert core.state_name == "prospective"
+    deliver(core, 2, VoteResponse(ErrorCode.none, NO_LEADER, EPOCH, True, True))
     assert core.state_name == "candidate" and core.epoch == EPOCH + 1
 
 

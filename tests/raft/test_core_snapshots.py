@@ -283,6 +283,37 @@ def test_a_fetch_at_the_log_start_in_its_epoch_is_served_from_the_log() -> None:
     assert [r.offset for r in resp.records] == [10, 11]
 
 
+def leader_with_whole_log(snapshots: Sequence[SnapshotId]) -> RaftCore:
+    """A leader (epoch 2) whose log still starts at 0 (retention kept it), beside `snapshots`."""
+    core = build(log=data(0, b"a", b"b", b"c"), image=Image(0, 0, records=0), snapshots=snapshots,
+                 store=MemStore({sid: SNAP_BYTES for sid in snapshots}),
+                 qs=QuorumState(1, None, None))
+    elect(core)
+    core.step(LogFlushed(core.log_end_offset))
+    drain(core)
+    assert core.is_leader and core.epoch == 2 and core.log_start_offset == 0
+    return core
+
+
+def test_a_fetch_at_offset_0_is_answered_with_a_snapshot_other_than_the_bootstrap_one() -> None:
+    """Kafka's tryCompleteFetchRequest (3.9+): an empty replica is sent to the latest snapshot,
+    not through the whole log, though the log still holds it; the bootstrap checkpoint (0-0)
+    does not count, and a fetch past offset 0 reads the log."""
+    core = leader_with_whole_log([SnapshotId(0, 0), SnapshotId(2, 1)])
+    state = core.state
+    resp = only(deliver(core, 2, FetchRequest(CLUSTER, 2, 2, 0, 0, 500)), FetchResponse, 2)
+    assert isinstance(resp, FetchResponse)
+    assert resp.snapshot_id == SnapshotId(2, 1) and resp.records == ()
+    assert state.progress[2].end_offset == -1  # type: ignore[union-attr]
+    resp = only(deliver(core, 2, FetchRequest(CLUSTER, 2, 2, 1, 1, 0)), FetchResponse, 2)
+    assert isinstance(resp, FetchResponse) and resp.snapshot_id is None
+    assert [r.offset for r in resp.records] == [1, 2]
+    core = leader_with_whole_log([SnapshotId(0, 0)])
+    resp = only(deliver(core, 2, FetchRequest(CLUSTER, 2, 2, 0, 0, 0)), FetchResponse, 2)
+    assert isinstance(resp, FetchResponse) and resp.snapshot_id is None
+    assert [r.offset for r in resp.records] == [0, 1, 2]
+
+
 def snapshot_answer(core: RaftCore, position: int, max_bytes: int = 1 << 20,
                     snapshot_id: SnapshotId = SNAP, epoch: int = 3,
                     replica: int = 2) -> FetchSnapshotResponse:

@@ -133,10 +133,16 @@ def test_a_fetch_naming_a_newer_epoch_and_a_stale_fetch_answer_change_nothing() 
     assert core.is_leader and core.epoch == 1
 
 
-def test_a_vote_of_a_newer_epoch_is_adopted_but_a_pre_vote_is_not() -> None:
+def test_a_vote_or_pre_vote_of_a_newer_epoch_is_adopted() -> None:
+    """A pre-vote asks in the prospective's own epoch (KIP-996, Kafka's buildVoteRequest): one in
+    the leader's epoch leaves it leading; a newer one is an epoch it missed, adopted as a Vote's
+    is (Kafka's handleVoteRequest)."""
     watch, core = leader_of_epoch_1()
-    judge(watch, core, 2, VoteRequest(CLUSTER, 2, 2, 1, 1, pre_vote=True))
+    judge(watch, core, 2, VoteRequest(CLUSTER, 1, 2, 1, 1, pre_vote=True))
     assert core.is_leader
+    judge(watch, core, 2, VoteRequest(CLUSTER, 2, 2, 1, 1, pre_vote=True))
+    assert not core.is_leader and core.epoch == 2
+    watch, core = leader_of_epoch_1()
     judge(watch, core, 2, VoteRequest(CLUSTER, 2, 2, 1, 1))
     assert not core.is_leader and core.epoch == 2
 
@@ -196,7 +202,7 @@ def test_a_prospective_counting_a_real_vote_is_caught(monkeypatch: pytest.Monkey
     watch, core, requests = candidate((1, 2, 3, 4, 5), RaftConfig())
     _counting_every_grant(monkeypatch)
     violation = caught("GrantsOfOwnEpoch", watch, core, 2, LATE_GRANT)
-    assert "of its pre-vote for epoch 2" in violation.detail
+    assert "of its pre-vote for epoch 1" in violation.detail
 
 
 # --- VoteOncePerEpoch -----------------------------------------------------------------------------

@@ -340,23 +340,24 @@ def _pre_vote_requests(ready: Ready) -> dict[int, VoteRequest]:
 
 
 def test_a_late_pre_vote_grant_of_an_older_epoch_does_not_count() -> None:
-    """A prospective of epoch 1 (asking for 2) gets node 2's grant of its pre-vote for epoch 1,
-    asked when it was in epoch 0: that grant judged another round; counted, with one grant of the
-    current round it would make a majority of 5 and start a candidacy nobody granted."""
+    """A prospective of epoch 1 gets node 2's grant, in epoch 1, of the pre-vote it asked in
+    epoch 0 (node 2 had moved on when it answered): that grant judged another round; counted,
+    with one grant of the current round it would make a majority of 5 and start a candidacy
+    nobody granted."""
     core = _core()
     core.step(Tick(3000))
     ready = core.ready()
     core.advance(ready)
     old = _pre_vote_requests(ready)
-    assert core.state_name == "prospective" and old[2].candidate_epoch == 1
+    assert core.state_name == "prospective" and old[2].candidate_epoch == 0
     _step(core, 3, BeginQuorumEpochRequest("c", 3, 1, 1))
     assert (core.state_name, core.epoch) == ("follower", 1)
     core.step(Tick(6000))
     ready = core.ready()
     core.advance(ready)
     new = _pre_vote_requests(ready)
-    assert core.state_name == "prospective" and new[4].candidate_epoch == 2
-    _step(core, 2, VoteResponse(ErrorCode.none, -1, 0, True, True), in_reply_to=old[2])
+    assert core.state_name == "prospective" and new[4].candidate_epoch == 1
+    _step(core, 2, VoteResponse(ErrorCode.none, -1, 1, True, True), in_reply_to=old[2])
     _step(core, 4, VoteResponse(ErrorCode.none, -1, 1, True, True), in_reply_to=new[4])
     assert core.state_name == "prospective" and core.epoch == 1
     _step(core, 5, VoteResponse(ErrorCode.none, -1, 1, True, True), in_reply_to=new[5])
