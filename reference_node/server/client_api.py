@@ -137,11 +137,14 @@ class ClientApi:
 
     async def api_versions(self, req: Request) -> Any:
         # A broker alone leaves the controllers' APIs out; with combined roles it answers them.
-        if not self.node.is_controller():
-            table = {k: v for k, v in apis.SUPPORTED_APIS.items()
-                     if k not in apis.CONTROLLER_ONLY_APIS}
-            return apis.api_versions_response(req.api_version, supported=table)
-        return apis.api_versions_response(req.api_version)
+        # kraft.version (KIP-853) is the log's: a Kafka leader checks it before adding a voter.
+        node = self.node
+        table = apis.SUPPORTED_APIS
+        if not node.is_controller():
+            table = {k: v for k, v in table.items() if k not in apis.CONTROLLER_ONLY_APIS}
+        return apis.api_versions_response(
+            req.api_version, supported=table, kraft_version=node.describe_quorum().kraft_version,
+            features_epoch=node.high_watermark() - 1)
 
     async def metadata(self, req: Request) -> Any:
         node = self.node

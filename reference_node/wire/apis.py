@@ -26,7 +26,7 @@ from typing import Any
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16, i32Timedelta, i64
 
 PRODUCE = 0
 FETCH = 1
@@ -87,7 +87,7 @@ SUPPORTED_APIS: dict[int, VersionRange] = {
     FETCH: VersionRange(4, 17),
     LIST_OFFSETS: VersionRange(1, 7),
     METADATA: VersionRange(1, 12),
-    API_VERSIONS: VersionRange(0, 3),
+    API_VERSIONS: VersionRange(0, 4),
     VOTE: VersionRange(0, 2),
     BEGIN_QUORUM_EPOCH: VersionRange(0, 1),
     END_QUORUM_EPOCH: VersionRange(0, 1),
@@ -137,16 +137,29 @@ def response_class(api_key: int, version: int) -> type[Any]:
     return load_response_schema(api_key, version)
 
 
+KRAFT_VERSION_FEATURE = "kraft.version"
+SUPPORTED_KRAFT_VERSIONS = VersionRange(0, 1)
+"""The kraft.version levels this node runs (KIP-853): 0, static voters; 1, voters in the log."""
+
+
 def api_versions_response(
     version: int,
     error_code: ErrorCode = ErrorCode.none,
     supported: dict[int, VersionRange] | None = None,
+    kraft_version: int = 0,
+    features_epoch: int = -1,
 ) -> Any:
     """An ApiVersionsResponse of `version` listing `supported` (default: SUPPORTED_APIS).
 
     For an ApiVersions request of a version we do not know, Kafka answers version 0 with
     `ErrorCode.unsupported_version` and its full list, so the client can retry with one it
     knows (KIP-511); pass exactly that.
+
+    v3+ carries KIP-853's features, as Kafka's ApiVersionsResponse builds them: SupportedFeatures
+    names `kraft.version` (0..1) from v4 only (below it Kafka omits a feature whose minimum is
+    0, KAFKA-17492), which a Kafka leader's AddVoterHandler needs to add this node;
+    FinalizedFeatures names the level in effect when it is above 0 (KRaftMetadataCache), with
+    `features_epoch` (the last committed offset) as its epoch.
     """
     table = SUPPORTED_APIS if supported is None else supported
     module = response_module(API_VERSIONS, version)
@@ -157,6 +170,15 @@ def api_versions_response(
     fields: dict[str, Any] = {"error_code": error_code, "api_keys": keys}
     if version >= 1:
         fields["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    if version >= 4:
+        fields["supported_features"] = (module.SupportedFeatureKey(
+            name=KRAFT_VERSION_FEATURE, min_version=i16(SUPPORTED_KRAFT_VERSIONS.min),
+            max_version=i16(SUPPORTED_KRAFT_VERSIONS.max)),)
+    if version >= 3 and kraft_version > 0:
+        fields["finalized_features_epoch"] = i64(max(features_epoch, 0))
+        fields["finalized_features"] = (module.FinalizedFeatureKey(
+            name=KRAFT_VERSION_FEATURE, max_version_level=i16(kraft_version),
+            min_version_level=i16(kraft_version)),)
     return module.ApiVersionsResponse(**fields)
 
 

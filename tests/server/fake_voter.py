@@ -88,8 +88,9 @@ class FakeVoter:
         msg = translate.request_from_kio(request.api_key, request.body)
         response: m.Response
         if isinstance(msg, m.VoteRequest):
-            epoch = msg.candidate_epoch - 1 if msg.pre_vote else msg.candidate_epoch
-            response = m.VoteResponse(ErrorCode.none, -1, epoch, True)
+            # A pre-vote asks in the prospective's own epoch (Kafka's buildVoteRequest), as a
+            # Vote does in the candidate's: the voter answers in that epoch either way.
+            response = m.VoteResponse(ErrorCode.none, -1, msg.candidate_epoch, True)
         elif isinstance(msg, m.BeginQuorumEpochRequest):
             response = m.BeginQuorumEpochResponse(ErrorCode.none, msg.leader_id, msg.leader_epoch)
         elif isinstance(msg, m.EndQuorumEpochRequest):

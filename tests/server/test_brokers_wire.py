@@ -17,6 +17,7 @@ from kio.serial import entity_reader, entity_writer
 from reference_node.brokers_cli import format_table, view_json
 from reference_node.config import ConfigError, Endpoint, from_properties
 from reference_node.raft import messages as m
+from reference_node.raft.api import QuorumDescription
 from reference_node.raft.lifecycle import BrokerStatus, new_incarnation
 from reference_node.raft.records import BrokerInfo, encode_fence, encode_register
 from reference_node.server import translate
@@ -181,6 +182,7 @@ class FakeNode(NodeApiFake):
     cluster_id: str = "MkU3OEVBNTcwNTJENDM2Qk"
     read_error: ErrorCode = ErrorCode.none
     appended: list[tuple[bytes, ...]] = field(default_factory=list)
+    kraft_version: int = 0
 
     def leader_id(self) -> int | None:
         return 1
@@ -205,6 +207,9 @@ class FakeNode(NodeApiFake):
 
     def is_controller(self) -> bool:
         return self.status is None
+
+    def describe_quorum(self) -> QuorumDescription:
+        return QuorumDescription(1, 3, 50, (), (), None, self.kraft_version)
 
     def broker_status(self) -> BrokerStatus | None:
         return self.status
@@ -300,6 +305,34 @@ def test_api_versions_of_a_broker_leave_out_the_controllers_apis() -> None:
     assert apis.BROKER_HEARTBEAT not in keys and apis.FETCH in keys
     keys = {int(k.api_key) for k in answer(FakeNode(), apis.API_VERSIONS, 3, body).api_keys}
     assert {apis.BROKER_REGISTRATION, apis.BROKER_HEARTBEAT} <= keys
+
+
+def _features(version: int, node: FakeNode) -> tuple[dict[str, tuple[int, int]], Any]:
+    body = apis.request_class(apis.API_VERSIONS, version)(client_software_name="t",
+                                                          client_software_version="1")
+    resp = answer(node, apis.API_VERSIONS, version, body)
+    supported = {k.name: (int(k.min_version), int(k.max_version))
+                 for k in resp.supported_features}
+    return supported, resp
+
+
+def test_api_versions_advertise_kraft_version_as_kafka_does() -> None:
+    """KIP-853: a Kafka leader's AddVoterHandler asks the new voter's ApiVersions and refuses it
+    unless SupportedFeatures' kraft.version covers the level in effect. From v4 the feature is
+    listed (0..1); below, Kafka omits a feature whose minimum is 0 (KAFKA-17492), and so do we.
+    FinalizedFeatures names the level in effect once it is above 0, at the last committed
+    offset (KRaftMetadataCache.features)."""
+    assert apis.SUPPORTED_APIS[apis.API_VERSIONS].max == 4
+    supported, resp = _features(4, FakeNode(kraft_version=1))
+    assert supported == {"kraft.version": (0, 1)}
+    assert [(k.name, int(k.min_version_level), int(k.max_version_level))
+            for k in resp.finalized_features] == [("kraft.version", 1, 1)]
+    assert resp.finalized_features_epoch == 49
+    supported, resp = _features(4, FakeNode(status=serving(), node_id=4))
+    assert supported == {"kraft.version": (0, 1)}
+    assert resp.finalized_features == () and resp.finalized_features_epoch == -1
+    supported, resp = _features(3, FakeNode(kraft_version=1))
+    assert supported == {} and resp.finalized_features_epoch == 49
 
 
 @pytest.mark.parametrize("payload", [encode_register(9, INCARNATION, "evil", 1),

@@ -144,7 +144,7 @@ def test_peers_negotiate_with_an_older_voter(caplog: pytest.LogCaptureFixture) -
         assert voter.received(apis.END_QUORUM_EPOCH) == [(0, END)]
         assert voter.received(apis.FETCH) == []
         # The only version it ever refused is our first ApiVersions (KIP-511 retry at v2).
-        assert [(e.api_key, e.api_version) for e in voter.refused] == [(apis.API_VERSIONS, 3)]
+        assert [(e.api_key, e.api_version) for e in voter.refused] == [(apis.API_VERSIONS, OUR_API_VERSIONS)]
         assert [r.api_version for r in voter.requests if r.api_key == apis.API_VERSIONS] == [2]
 
     caplog.set_level(logging.WARNING, logger="reference_node.server.peers")
@@ -200,6 +200,10 @@ def _node_config(tmp_path: Path, port: int, voters: dict[int, int], **extra: str
     return NodeHost(cfg)
 
 
+OUR_API_VERSIONS = apis.SUPPORTED_APIS[apis.API_VERSIONS].max
+"""The ApiVersions version a node asks first (an older peer refuses it, KIP-511)."""
+
+
 async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -237,7 +241,7 @@ def test_node_elected_with_an_older_voter_speaks_its_versions(
         assert old.received(apis.BEGIN_QUORUM_EPOCH)[0] == (
             0, m.BeginQuorumEpochRequest(CLUSTER_ID, 1, epoch))
         assert all(v == 0 for v, _ in old.received(apis.END_QUORUM_EPOCH))
-        assert [(e.api_key, e.api_version) for e in old.refused] == [(apis.API_VERSIONS, 3)]
+        assert [(e.api_key, e.api_version) for e in old.refused] == [(apis.API_VERSIONS, OUR_API_VERSIONS)]
         new_votes = new.received(apis.VOTE)
         assert {v for v, _ in new_votes} == {2}
         assert any(isinstance(msg, m.VoteRequest) and msg.pre_vote for _, msg in new_votes)

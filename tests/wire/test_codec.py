@@ -123,7 +123,7 @@ def test_unsupported_version_carries_key_version_and_correlation_id() -> None:
 
 def test_unsupported_api_versions_is_answered_in_v0() -> None:
     server = ServerCodec()
-    server.receive_data(struct.pack(">ihhih", 10, API_VERSIONS, 4, 5, -1) + b"\x00")
+    server.receive_data(struct.pack(">ihhih", 10, API_VERSIONS, 5, 5, -1) + b"\x00")
     with pytest.raises(UnsupportedVersion) as info:
         server.next_request()
     answer = server.send_unsupported(info.value)
