@@ -119,8 +119,10 @@ def on_update_voter(core: CoreOps, req: UpdateVoter) -> None:
                "names no endpoint")
         return
     change = PendingVoterChange(req.request_id, "update", voter, deadline=core.now)
-    state.voter_changes.append(change)
     _append(core, change, voters.replace_endpoints(voter.id, voter.endpoints))
+    # Kafka's UpdateVoterHandler answers at once, not when the record commits, and keeps no
+    # operation pending (its uncommitted VotersRecord alone holds the next change off).
+    _reply(core, req.request_id, ErrorCode.none)
 
 
 def _append(core: CoreOps, change: PendingVoterChange, new: VoterSet) -> None:
