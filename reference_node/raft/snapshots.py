@@ -5,10 +5,9 @@ high watermark rises (`apply_committed`). Once enough record bytes were applied 
 snapshot (`snapshot_max_record_bytes`), or enough time has passed with something new applied
 (`snapshot_interval_ms`), the core asks the host to write a copy of the image
 (`Ready.snapshot_write`); one write at a time. When the host reports it durable
-(`SnapshotWritten`), the snapshot counts: it may be served, and once the log and the snapshots
-together hold more than `retention_bytes`, the log start moves up a snapshot at a time (Kafka's
-cleanSnapshotsRetentionSize), or to the latest once the snapshot at the log start is older than
-`retention_ms` (`Ready.delete_before`).
+(`SnapshotWritten`), the snapshot counts: it may be served, and once the log below the latest
+snapshot holds more than `retention_bytes` (or the snapshot at the log start is older than
+`retention_ms`), the log start moves up to it (`Ready.delete_before`).
 
 A follower whose fetch the leader cannot serve from its log (the fetch offset is below the log
 start, or the logs diverge at or below it) is answered with the latest snapshot's id. It downloads
@@ -160,50 +159,16 @@ def _retention_candidate(core: CoreOps) -> SnapshotId | None:
 
 
 def maybe_retain(core: CoreOps) -> None:
-    """Kafka's metadata.max.retention.bytes / .ms (KafkaMetadataLog.maybeClean): size first,
-    then age."""
-    _retain_by_size(core)
+    """Kafka's metadata.max.retention.bytes / .ms: move the log start up to the latest snapshot."""
     target = _retention_candidate(core)
     if target is None:
         return
     snaps, config = core.snapshot_state, core.config
-    if config.retention_ms >= 0 and core.now - snaps.start_ms >= config.retention_ms:
+    held = snaps.bytes_at.get(target, snaps.applied_bytes) - snaps.start_bytes
+    by_bytes = config.retention_bytes >= 0 and held > config.retention_bytes
+    by_age = config.retention_ms >= 0 and core.now - snaps.start_ms >= config.retention_ms
+    if by_bytes or by_age:
         _move_log_start(core, target)
-
-
-def _retain_by_size(core: CoreOps) -> None:
-    """Kafka's cleanSnapshotsRetentionSize: while the log and the snapshots together hold more
-    than `retention_bytes`, the oldest snapshot goes and the log start moves up to the next one,
-    one snapshot at a time; the latest is always kept. The log start with no snapshot at it
-    (a log from 0 without the bootstrap checkpoint) counts as one of no bytes. The log's bytes
-    are those the image applied (the tail above it is what is in flight)."""
-    snaps, config = core.snapshot_state, core.config
-    if config.retention_bytes < 0:
-        return
-    start = core.log.start_offset
-    held = [sid for sid in snaps.durable if sid.end_offset >= start]
-    if not held or (len(held) == 1 and held[0].end_offset == start):
-        return  # no snapshot to move the log start to
-    sizes = {sid: _snapshot_bytes(core, sid) for sid in held}
-    total = sum(sizes.values())
-    oldest = sizes[held[0]] if held[0].end_offset == start else 0
-    limit = min(core.image.end_offset, core.log.end_offset)
-    for nxt in held:
-        if nxt.end_offset <= core.log.start_offset:
-            continue
-        if nxt.end_offset > limit:
-            return
-        if snaps.applied_bytes - snaps.start_bytes + total <= config.retention_bytes:
-            return
-        _move_log_start(core, nxt)
-        total -= oldest
-        oldest = sizes[nxt]
-
-
-def _snapshot_bytes(core: CoreOps, snapshot_id: SnapshotId) -> int:
-    store = core.snapshot_store
-    size = store.size(snapshot_id) if store is not None else None
-    return size or 0
 
 
 def _move_log_start(core: CoreOps, snapshot_id: SnapshotId) -> None:

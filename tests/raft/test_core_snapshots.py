@@ -205,9 +205,7 @@ def test_a_snapshot_is_taken_after_the_interval_if_anything_was_applied() -> Non
     assert tick(core, now + 50_000).snapshot_write is None  # nothing new applied since
 
 
-def test_retention_moves_the_log_start_a_snapshot_at_a_time_once_the_log_is_too_big() -> None:
-    """Kafka's cleanSnapshotsRetentionSize (no snapshot bytes here: no store): over the limit,
-    the log start moves to the oldest snapshot above it, and again only while still over."""
+def test_retention_moves_the_log_start_once_the_log_below_a_snapshot_is_too_big() -> None:
     payload = b"x" * 100
     config = cfg(snapshot_max_record_bytes=2 * entry_bytes(payload),
                  retention_bytes=3 * entry_bytes(payload))
@@ -222,41 +220,10 @@ def test_retention_moves_the_log_start_a_snapshot_at_a_time_once_the_log_is_too_
     assert ready.delete_before is None and core.log_start_offset == 0  # not durable yet
     core.step(SnapshotWritten(write.snapshot_id))
     ready = drain(core)
-    # 4 records + LeaderChange are over the limit; 2 records above the snapshot at 3 are not.
-    assert ready.delete_before == SnapshotId(3, 1) == core.snapshot_ids[0]
-    assert core.snapshot_ids == (SnapshotId(3, 1), SnapshotId(5, 1))
-    assert (core.log.start_offset, core.log.start_epoch, core.log.end_offset) == (3, 1, 5)
-    assert events(ready, "log-start") == [{"offset": 3, "epoch": 1}]
-
-
-def test_retention_counts_the_snapshots_bytes_with_the_logs() -> None:
-    """Kafka's cleanSnapshotsRetentionSize sums the log's size and every snapshot's: a log well
-    under the limit goes once the snapshots push the sum over it, snapshot by snapshot, and the
-    latest snapshot stays whatever its size."""
-    store = MemStore()
-    config = cfg(snapshot_max_record_bytes=ONE_RECORD, retention_bytes=5 * ONE_RECORD)
-    core = build(voters=(1,), config=config, store=store)
-    now = 0
-    while not core.is_leader:
-        now += 100
-        tick(core, now)
-    core.step(LogFlushed(core.log_end_offset))
-    drain(core)
-    written = []
-    for rid in (1, 2, 3):
-        write = commit(core, rid, RECORD).snapshot_write
-        assert write is not None
-        store.files[write.snapshot_id] = b"s" * (2 * ONE_RECORD)
-        core.step(SnapshotWritten(write.snapshot_id))
-        drain(core)
-        written.append(write.snapshot_id)
-    assert written == [SnapshotId(2, 1), SnapshotId(3, 1), SnapshotId(4, 1)]
-    # The log (LeaderChange + 3 records) alone never passes 5 records, so the log below the
-    # latest snapshot never did. With the snapshots (2 records' worth each): at the second
-    # snapshot, LC + 2 R + 4 R > 5 R: the start moves to 2, leaving R + 4 R. At the third,
-    # 2 R + 6 R > 5 R: the snapshot at 2 goes and the start moves to 3, leaving R + 4 R.
-    assert core.log_start_offset == 3
-    assert core.snapshot_ids == (SnapshotId(3, 1), SnapshotId(4, 1))
+    assert ready.delete_before == SnapshotId(5, 1) == core.snapshot_ids[0]
+    assert core.snapshot_ids == (SnapshotId(5, 1),)  # the older snapshot goes with the log
+    assert (core.log.start_offset, core.log.start_epoch, core.log.end_offset) == (5, 1, 5)
+    assert events(ready, "log-start") == [{"offset": 5, "epoch": 1}]
 
 
 def test_retention_by_age_moves_the_log_start_to_the_latest_snapshot() -> None:
