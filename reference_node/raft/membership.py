@@ -12,8 +12,7 @@ when it commits. Hence the rules, Kafka's:
   appends at once or refuses with REQUEST_TIMED_OUT): the leader has seen the replica (its id
   *and* directory id) reach its log end, and fetch recently (`caught_up`).
 - A leader that removes itself leads on (not counting itself toward the high watermark: it is not
-  a voter of the set in effect) until the new set commits, then resigns (KAFKA-16530); at its
-  election timeout it goes Unattached in epoch + 1, an observer (Kafka's pollResigned).
+  a voter of the set in effect) until the new set commits, then resigns (KAFKA-16530).
 
 An add's or a removal's answer (`VoterChangeReply`) goes out when the new set commits
 (`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's as soon as it is
