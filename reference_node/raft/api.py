@@ -106,16 +106,15 @@ class SnapshotRefused:
 @dataclass(frozen=True, slots=True)
 class AddVoter:
     """KIP-853's AddRaftVoter, on the leader: make replica `voter` (id, directory id, endpoints) a
-    voter once it is caught up. Answered by a `VoterChangeReply` when the new set commits, or
+    voter if it is caught up now. Answered by a `VoterChangeReply` when the new set commits, or
     with Kafka's error (NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_VERSION, REQUEST_TIMED_OUT while
-    another change is uncommitted or the replica does not catch up within the request timeout,
-    DUPLICATE_VOTER)."""
+    another change is uncommitted or when the replica is not caught up, DUPLICATE_VOTER)."""
 
     request_id: int
     voter: Voter
     timeout_ms: int | None = None
-    """How long to wait for the replica to catch up (Kafka's TimeoutMs); None: the request
-    timeout."""
+    """Kafka's TimeoutMs: how long the server waits for the change to commit (the core checks
+    the replica once, as Kafka's AddVoterHandler does); None: the request timeout."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -982,8 +982,6 @@ def _tick_leader(core: RaftCore) -> None:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     election.send_begin_quorum(core)
     replication.expire_parked(core)
-    if state.voter_changes:
-        membership.try_add(core, state)
     for rid in [r for r, p in state.progress.items() if r not in core.voters]:
         if _observer_expired(state.progress[rid], core.now):
             del state.progress[rid]  # Kafka's clearInactiveObservers

@@ -4,18 +4,19 @@ Theory of operation. A change is one VotersRecord holding the whole new set, app
 leader; it is in effect from that moment on every replica that has it (`VoterHistory`), and done
 when it commits. Hence the rules, Kafka's:
 
-- One change at a time: while a VotersRecord is uncommitted, or an AddRaftVoter waits for its
-  replica, or the leader has not yet committed an entry of its own epoch (it cannot know which set
-  is committed), a change is refused with REQUEST_TIMED_OUT. With one voter added or removed per
+- One change at a time: while a VotersRecord is uncommitted, or the leader has not yet committed
+  an entry of its own epoch (it cannot know which set is committed), a change is refused with
+  REQUEST_TIMED_OUT. With one voter added or removed per
   change, the majorities of the committed and the new set overlap (`voters.overlapping`).
-- A voter is added only once it is caught up: the leader has seen the replica (its id *and*
-  directory id) fetch up to the leader's log end within the fetch timeout. It waits up to the
-  request's timeout for that, then refuses with REQUEST_TIMED_OUT.
+- A voter is added only if it is caught up when asked (Kafka's AddVoterHandler checks once, and
+  appends at once or refuses with REQUEST_TIMED_OUT): the leader has seen the replica (its id
+  *and* directory id) reach its log end, and fetch recently (`caught_up`).
 - A leader that removes itself leads on (not counting itself toward the high watermark: it is not
   a voter of the set in effect) until the new set commits, then resigns (KAFKA-16530).
 
-The answer (`VoterChangeReply`) goes out when the new set commits (`on_commit`), or when leadership
-is lost (NOT_LEADER_OR_FOLLOWER: the change may still commit under the next leader).
+An add's or a removal's answer (`VoterChangeReply`) goes out when the new set commits
+(`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's as soon as it is
+appended (Kafka's UpdateVoterHandler).
 """
 
 from __future__ import annotations
@@ -78,10 +79,15 @@ def on_add_voter(core: CoreOps, req: AddVoter) -> None:
         _reply(core, req.request_id, ErrorCode.invalid_request,
                f"add voter: replica {voter.id} needs a non-negative id and an endpoint")
         return
-    timeout = req.timeout_ms if req.timeout_ms is not None else core.config.request_timeout_ms
-    change = PendingVoterChange(req.request_id, "add", voter, deadline=core.now + timeout)
+    if not caught_up(core, state, voter):
+        # Kafka's AddVoterHandler checks once, and refuses rather than wait for the replica.
+        _reply(core, req.request_id, ErrorCode.request_timed_out,
+               f"add voter: replica {voter.id} (directory {kafka_uuid(voter.directory_id)}) "
+               "has not caught up with the leader")
+        return
+    change = PendingVoterChange(req.request_id, "add", voter)
     state.voter_changes.append(change)
-    try_add(core, state)
+    _append(core, change, core.voters.with_voter(voter))
 
 
 def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
@@ -101,7 +107,7 @@ def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
         return
     voter = voters.get(req.voter_id)
     assert voter is not None
-    change = PendingVoterChange(req.request_id, "remove", voter, deadline=core.now)
+    change = PendingVoterChange(req.request_id, "remove", voter)
     state.voter_changes.append(change)
     _append(core, change, new)
 
@@ -118,9 +124,11 @@ def on_update_voter(core: CoreOps, req: UpdateVoter) -> None:
                f"{kafka_uuid(voter.directory_id)}) is not a voter of {voters.sorted()}, or "
                "names no endpoint")
         return
-    change = PendingVoterChange(req.request_id, "update", voter, deadline=core.now)
-    state.voter_changes.append(change)
+    change = PendingVoterChange(req.request_id, "update", voter)
     _append(core, change, voters.replace_endpoints(voter.id, voter.endpoints))
+    # Kafka's UpdateVoterHandler answers at once, not when the record commits, and keeps no
+    # operation pending (its uncommitted VotersRecord alone holds the next change off).
+    _reply(core, req.request_id, ErrorCode.none)
 
 
 def _append(core: CoreOps, change: PendingVoterChange, new: VoterSet) -> None:
@@ -132,33 +140,22 @@ def _append(core: CoreOps, change: PendingVoterChange, new: VoterSet) -> None:
     core.append_entries([Entry(offset, core.epoch, EntryKind.VOTERS, new.encode())])
 
 
+ADD_VOTER_FETCH_WINDOW_MS = 60 * 60 * 1000
+"""Kafka's LeaderState.isReplicaCaughtUp: a replica that has fetched within the last hour."""
+
+
 def caught_up(core: CoreOps, state: Leader, voter: Voter) -> bool:
-    """Has replica `voter` fetched up to the leader's log end within the fetch timeout?"""
+    """Kafka's isReplicaCaughtUp for AddRaftVoter: the replica (its id *and* directory id) has
+    reached the leader's log end at some fetch to this leader and fetched within the hour, and,
+    standing in for the ApiVersions round trip Kafka makes first (docs/contracts.md), within the
+    fetch timeout."""
     prog = state.progress.get(voter.id)
     if prog is None or not voter.matches(voter.id, prog.directory_id):
         return False
-    return prog.last_caught_up_ms >= 0 and \
-        core.now - prog.last_caught_up_ms < core.config.fetch_timeout_ms
-
-
-def try_add(core: CoreOps, state: Leader) -> None:
-    """Append the VotersRecord of each AddRaftVoter whose replica has caught up; refuse those
-    whose time ran out."""
-    for change in list(state.voter_changes):
-        if change.kind != "add" or change.offset is not None:
-            continue
-        if caught_up(core, state, change.voter):
-            if change.voter.id in core.voters:  # concurrent-voter-changes: added meanwhile
-                state.voter_changes.remove(change)
-                _reply(core, change.request_id, ErrorCode.duplicate_voter,
-                       f"add voter: {change.voter.id} is already a voter")
-                continue
-            _append(core, change, core.voters.with_voter(change.voter))
-        elif core.now >= change.deadline:
-            state.voter_changes.remove(change)
-            _reply(core, change.request_id, ErrorCode.request_timed_out,
-                   f"add voter: replica {change.voter.id} (directory "
-                   f"{kafka_uuid(change.voter.directory_id)}) has not caught up with the leader")
+    if prog.last_caught_up_ms < 0 or prog.last_fetch_ms < 0:
+        return False
+    since = core.now - prog.last_fetch_ms
+    return since < ADD_VOTER_FETCH_WINDOW_MS and since < core.config.fetch_timeout_ms
 
 
 def on_commit(core: CoreOps, state: Leader) -> None:

@@ -112,8 +112,6 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     state.parked.pop(rid, None)
     if voter and progress:
         update_hw(core)
-    if state.voter_changes:
-        membership.try_add(core, state)  # the replica an AddRaftVoter waits for may be caught up
     if (
         progress
         and req.fetch_offset >= core.log.end_offset

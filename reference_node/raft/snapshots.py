@@ -206,8 +206,10 @@ def deadline(core: CoreOps) -> int:
 
 
 def malformed_fetch_snapshot(core: CoreOps, req: FetchSnapshotRequest) -> ErrorCode | None:
-    """Fields no fetcher sends, refused before the epoch (as a malformed Fetch is)."""
-    if req.position < 0 or req.max_bytes < 0 or req.replica_id < 0:
+    """Fields no fetcher sends, refused before the epoch (as a malformed Fetch is). A negative
+    position is not one of them: Kafka's handleFetchSnapshotRequest answers it, as a position at
+    or past the end, POSITION_OUT_OF_RANGE once the epoch and the snapshot are found."""
+    if req.max_bytes < 0 or req.replica_id < 0:
         return ErrorCode.invalid_request
     return None
 
@@ -223,7 +225,7 @@ def on_fetch_snapshot_request(core: CoreOps, src: int, req: FetchSnapshotRequest
     if size is None or store is None:
         core.refuse(src, req, ErrorCode.snapshot_not_found)
         return
-    if req.position >= size:
+    if req.position < 0 or req.position >= size:
         # Kafka's rule: a position at the end is out of range too (no fetcher asks for nothing).
         core.refuse(src, req, ErrorCode.position_out_of_range)
         return

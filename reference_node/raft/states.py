@@ -169,14 +169,13 @@ class PendingRead:
 
 @dataclass(slots=True)
 class PendingVoterChange:
-    """An AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter the leader is carrying out."""
+    """An AddRaftVoter or RemoveRaftVoter the leader is carrying out (an UpdateRaftVoter is
+    answered as soon as it is appended)."""
 
     request_id: int
     kind: str
     """"add", "remove" or "update"."""
     voter: Voter
-    deadline: int
-    """An add's: the time by which its replica must have caught up."""
     offset: int | None = None
     """The offset of its VotersRecord, once appended; answered when it commits."""
 
@@ -227,9 +226,6 @@ class Leader:
 
     def deadline(self, now: int, request_timeout: int) -> int:
         d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))
-        for change in self.voter_changes:
-            if change.offset is None:
-                d = min(d, change.deadline)
         for _, expiry in self.parked.values():
             d = min(d, expiry)
         return d

@@ -343,7 +343,10 @@ def test_fetch_snapshot_errors() -> None:
     assert snapshot_answer(core, size + 5).error == ErrorCode.position_out_of_range
     assert snapshot_answer(core, 0, snapshot_id=SnapshotId(11, 2)).error == \
         ErrorCode.snapshot_not_found
-    assert snapshot_answer(core, -1).error == ErrorCode.invalid_request
+    # Kafka's handleFetchSnapshotRequest: a negative position is out of range, once the epoch
+    # is checked (a stale epoch is still fenced first).
+    assert snapshot_answer(core, -1).error == ErrorCode.position_out_of_range
+    assert snapshot_answer(core, -1, epoch=2).error == ErrorCode.fenced_leader_epoch
     assert snapshot_answer(core, 0, max_bytes=-1).error == ErrorCode.invalid_request
     assert snapshot_answer(core, 0, epoch=2).error == ErrorCode.fenced_leader_epoch
     assert snapshot_answer(core, 0, epoch=4).error == ErrorCode.unknown_leader_epoch

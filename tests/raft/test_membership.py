@@ -79,14 +79,13 @@ def test_a_caught_up_observer_is_added_committed_and_described() -> None:
     assert quorum.observers == () and quorum.kraft_version == 1
 
 
-def test_a_lagging_observer_is_refused_after_the_timeout_and_nothing_changes() -> None:
+def test_an_observer_not_caught_up_is_refused_at_once_and_nothing_changes() -> None:
+    """Kafka's AddVoterHandler checks the replica once and refuses rather than wait out the
+    request's timeout."""
     cluster = kraft1(down=(4,))
     end, before = cluster.core(1).log_end_offset, voters_entries(cluster, 1)
-    cluster.step(1, AddVoter(1, cluster.voter(4), timeout_ms=1000))
-    run(cluster, 900)
-    assert replies(cluster, 1) == []  # it waits for the replica to catch up
-    run(cluster, 200)
-    reply = answer(cluster, 1)
+    cluster.step(1, AddVoter(1, cluster.voter(4), timeout_ms=60_000))
+    reply = answer(cluster, 1)  # no time has passed
     assert reply.error == ErrorCode.request_timed_out
     assert reply.message is not None and "has not caught up" in reply.message
     assert cluster.core(1).voters.ids == {1, 2, 3}
@@ -111,12 +110,16 @@ def test_a_second_change_while_one_is_uncommitted_is_refused() -> None:
     assert cluster.core(1).voters.ids == {1, 3, 4}
 
 
-def test_an_add_waiting_for_its_replica_blocks_another_change() -> None:
+def test_a_refused_add_holds_no_other_change_off() -> None:
+    """Nothing waits for the replica: the next change is taken at once."""
     cluster = kraft1(down=(4,))
     cluster.step(1, AddVoter(1, cluster.voter(4)))
+    assert answer(cluster, 1).error == ErrorCode.request_timed_out
     cluster.step(1, RemoveVoter(2, 3, cluster.hosts[3].directory_id))
-    assert answer(cluster, 2).error == ErrorCode.request_timed_out
-    assert cluster.core(1).voters.ids == {1, 2, 3}
+    cluster.settle()
+    run(cluster, 600)
+    assert answer(cluster, 2).error == ErrorCode.none
+    assert cluster.core(1).voters.ids == {1, 2}
 
 
 # --- RemoveRaftVoter ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import dataclasses
 
 from test_membership import answer, kraft1, run, voters_entries
 
-from reference_node.raft.api import UpdateVoter
+from reference_node.raft.api import RemoveVoter, UpdateVoter
 from reference_node.raft.messages import ErrorCode
 from reference_node.raft.voters import VoterEndpoint
 
@@ -39,3 +39,24 @@ def test_an_update_sent_to_a_follower_is_refused_under_its_own_request_id() -> N
     cluster.step(2, UpdateVoter(9, dataclasses.replace(cluster.voter(2), endpoints=MOVED)))
     reply = answer(cluster, 9)
     assert reply.error == ErrorCode.not_leader_or_follower and reply.leader_id == 1
+
+
+def test_an_update_is_answered_before_its_record_commits() -> None:
+    """Kafka's UpdateVoterHandler replies NONE once the VotersRecord is appended; the record
+    commits later (here once a voter is back), and then nothing holds another change off."""
+    cluster = kraft1(observers=())
+    cluster.crash(2)
+    cluster.crash(3)
+    cluster.step(1, UpdateVoter(7, dataclasses.replace(cluster.voter(2), endpoints=MOVED)))
+    offset = voters_entries(cluster, 1)[-1]
+    assert answer(cluster, 7).error == ErrorCode.none
+    assert cluster.core(1).high_watermark <= offset  # not committed: {1} is no majority
+    cluster.start(2)
+    run(cluster, 600)
+    assert cluster.core(1).high_watermark > offset
+    cluster.step(1, RemoveVoter(8, 3, cluster.hosts[3].directory_id))
+    cluster.settle()
+    run(cluster, 600)
+    assert answer(cluster, 8).error == ErrorCode.none
+    assert cluster.core(1).voters.ids == {1, 2}
+    assert answer(cluster, 7).error == ErrorCode.none  # answered once, not again on commit
