@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 PAGE = 4096
+SECTOR = 512  # what a disk writes whole: a torn write keeps whole sectors only
 
 Pread = Callable[[int, int], bytes]
 """Reads the backing: `pread(length, offset)` -> at most `length` bytes (fewer at its end)."""
@@ -206,17 +207,20 @@ class FileState:
 
     def torn_plan(self, rng: random.Random) -> TornCut:
         """A power cut that wrote back a prefix of the log: the first k operations whole (k
-        drawn uniformly from 0..len), and when k < len and the next one is a write, a prefix of
-        it cut at a random byte (possibly none of it). The caller applies the plan to the
-        backing and calls `reset`."""
+        drawn uniformly from 0..len), and when k < len and the next one is a write, the whole
+        sectors of it up to a random byte (possibly none of it): a disk writes a sector whole or
+        not at all, which the programs under test count on (etcd's WAL tells a torn tail by its
+        zeroed sectors; a byte-torn one it takes for corruption). The caller applies the plan to
+        the backing and calls `reset`."""
         n = len(self.log)
         k = rng.randint(0, n)
         plan = list(self.log[:k])
         if k < n:
             nxt = self.log[k]
             if isinstance(nxt, Write):
-                cut = rng.randrange(len(nxt.data))
-                if cut:
+                end = nxt.offset + rng.randrange(len(nxt.data))
+                cut = end - end % SECTOR - nxt.offset
+                if cut > 0:
                     plan.append(Write(nxt.offset, nxt.data[:cut]))
         kept = sum(len(op.data) for op in plan if isinstance(op, Write))
         return TornCut(plan, kept, self.unsynced_bytes - kept)

@@ -21,7 +21,7 @@ from nemesis.faultfs.cli import main
 from nemesis.faultfs.control import answer
 from nemesis.faultfs.gate import FsyncGate, Interrupted
 from nemesis.faultfs.host import check_usable
-from nemesis.faultfs.state import PAGE, FileState, Op, Truncate, Write, apply_plan
+from nemesis.faultfs.state import PAGE, SECTOR, FileState, Op, Truncate, Write, apply_plan
 
 # --- the model against a bytearray -----------------------------------------------------------
 
@@ -128,6 +128,19 @@ def test_a_torn_cut_keeps_a_prefix_of_the_log(
     disk.apply(cut.plan)
     state.reset(len(disk.data))
     assert state.read(0, len(disk.data) + 1, disk.pread) == bytes(disk.data)
+
+
+def test_a_torn_write_keeps_whole_sectors_only() -> None:
+    # one unsynced write of 3000 bytes from byte 100: a cut ends on a sector boundary of the file
+    for seed in range(40):
+        state = FileState(0)
+        state.write(100, b"w" * 3000, Disk(b"").pread)
+        cut = state.torn_plan(random.Random(seed))
+        if cut.plan:
+            [write] = cut.plan
+            assert isinstance(write, Write)
+            kept = len(write.data)
+            assert kept == 3000 or (100 + kept) % SECTOR == 0, (seed, kept)
 
 
 def test_torn_cuts_vary_with_the_seed_and_repeat_with_it() -> None:
