@@ -49,7 +49,9 @@ def test_zombie_rejoin_old_leader_campaigns_with_a_longer_log_of_an_older_epoch(
         return step(n, shape)
 
     monkeypatch.setitem(shapes.STEPS, "zombie-wait", watched)
-    result = run_seed(0, SimConfig(faults=("zombie-rejoin",), trace=True))
+    # seed 3: since the pre-vote asks in the current epoch and an add is judged at once (issue 41),
+    # seed 0's zombie learns the new epoch before it campaigns; seed 3's campaigns with its log
+    result = run_seed(3, SimConfig(faults=("zombie-rejoin",), trace=True))
     assert result.ok, result.violation
     assert result.trace is not None and healed
     requests = [m for m in map(VOTE_REQUEST.match, result.trace) if m]

@@ -38,7 +38,8 @@ def test_handshake_reads_the_servers_ranges() -> None:
 
     with FakeServer() as server:
         asyncio.run(run(server.port))
-        assert [(r.api_key, r.api_version) for r in server.requests] == [(API_VERSIONS, 3)]
+        assert [(r.api_key, r.api_version) for r in server.requests] == [
+            (API_VERSIONS, SUPPORTED_APIS[API_VERSIONS].max)]
 
 
 def test_older_server_kip_511_retry_and_lower_versions() -> None:

@@ -50,8 +50,11 @@ def test_fixed_version_request_and_unsupported_version() -> None:
 
 
 def test_kip_511_fallback_when_server_does_not_know_our_api_versions() -> None:
+    # a server that knows ApiVersions up to v3 (Kafka before KIP-853's v4), asked at our v4
+    theirs = {**SUPPORTED_APIS, API_VERSIONS: VersionRange(0, 3)}
     ours = {**SUPPORTED_APIS, API_VERSIONS: VersionRange(0, 4)}
-    with FakeServer() as server, KafkaClient("127.0.0.1", server.port, supported=ours) as c:
+    with FakeServer(supported=theirs) as server, \
+            KafkaClient("127.0.0.1", server.port, supported=ours) as c:
         assert METADATA in c.api_versions()
         assert [r.api_version for r in server.requests] == [3]
         assert server.errors and getattr(server.errors[0], "api_version", None) == 4
