@@ -393,6 +393,8 @@ class Cluster:
     def _carry_out(self, node: SimNode, ready: Ready) -> bool:
         """`ready`, in its order; False if the node crashed before its messages (it is down)."""
         inv = self.inv
+        if ready.fatal is not None:
+            inv.halted(node.id, ready.fatal)  # a node that stops on its own: a violation
         if ready.quorum_state is not None:
             node.qs = ready.quorum_state
         if ready.log_reset is not None:
@@ -436,6 +438,8 @@ class Cluster:
         for ev in ready.events:
             if ev["type"] == "state" and ev["state"] == "leader":
                 inv.leader(node.id, ev["epoch"])
+            elif ev["type"] == "inconsistent-leader":
+                inv.inconsistent_leader(node.id, ev)
         if self.brokers is not None and ready.events:
             self.brokers.on_events(node, ready.events, self.queue.now)
         return True
