@@ -73,6 +73,7 @@ INVARIANTS = (
     "SnapshotMatchesLog",
     "SnapshotWithinHighWatermark",
     "LogStartAtSnapshot",
+    "CommittedKeptAtStart",
     "ObserversFollow",
     "ZombieStepDown",
     "SingleVoterChange",
@@ -402,6 +403,20 @@ class Invariants:
                 "LogStartAtSnapshot",
                 f"node {node}'s log starts at {offset} after {how}, but no durable snapshot ends "
                 f"there (durable: {held})",
+            )
+
+    def kept_at_start(self, node: int, held: int, kept: int) -> None:
+        """`node` starts again as the same replica (id and directory id): its disk held a log up
+        to `held`; what it starts from (its log, or a snapshot past it) must reach every
+        committed offset below that. One that starts short of it still counts in majorities it
+        no longer backs (issue 41: a voter whose covering snapshot is gone, its log emptied,
+        votes in a leader that lacks a committed entry)."""
+        must = min(held, len(self.committed))
+        if kept < must:
+            raise Violation(
+                "CommittedKeptAtStart",
+                f"node {node} starts as the same replica from a log ending at {kept}, but its "
+                f"disk held committed entries up to {must}",
             )
 
     def majority_flushed(self, node: int, hw: int, holders: int, voters: Collection[int],
