@@ -288,7 +288,8 @@ class StartSnapshots:
     """Every valid snapshot the core may serve, ascending (never the bootstrap checkpoint)."""
     log_start_epoch: int = 0
     log_invalid: str | None = None
-    """Why the log was treated as empty (KIP-630's validation failed), or None."""
+    """Why the log was treated as empty (KIP-630's validation failed; only with voters in the
+    log, under a new directory id), or None."""
 
 
 @dataclass(slots=True)

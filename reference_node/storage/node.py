@@ -3,7 +3,8 @@
 KIP-630's "Validation of Snapshot and Log" runs here, when a node opens its directory
 (`_validate`): the latest valid snapshot is found first (corrupt ones are skipped with a line
 saying why, never served), then the log is judged against it: a log start no valid snapshot
-reaches makes the log invalid, a log start that is no snapshot's end moves up to one, so that the
+reaches makes the log invalid (the start is refused with static voters), a log start that is no
+snapshot's end moves up to one, so that the
 log start always has a snapshot, and the snapshots below it are deleted. Each change is one line in
 `log.recovery.snapshot_notes` (logged as a WARNING by the node).
 
