@@ -1,11 +1,13 @@
 """Raft invariants judged from the nodes' own records (events.jsonl, log.jsonl, final.json).
 
-- `multiple-leaders`: two nodes lead, or are named leader, in one epoch (election safety).
+- `multiple-leaders`: two nodes lead, or are named leader, in one epoch (election safety); a
+  node's `inconsistent-leader` event (a message named another leader for its epoch) is one.
 - `epoch-regression`: a node's epoch goes down (epochs are durable, so not even across restarts).
 - `hw-regression`: a node's high watermark goes down while it runs (it is not durable, so a
   restart begins afresh).
 - `committed-truncation`: a node truncates its log below its own high watermark (unless it is
-  installing a snapshot that ends at or above that watermark: the snapshot holds what went).
+  installing a snapshot that ends at or above that watermark: the snapshot holds what went), or
+  is asked to and halts (a `fatal` event, truncation-below-high-watermark).
 - `log-divergence`: two nodes' committed prefixes (below their final high watermarks) differ, on
   the offsets both still hold (a log may begin at its log start offset, above 0).
 - `lost-write`: an acknowledged append is not at its offset in the final committed log. An offset
@@ -42,6 +44,15 @@ def _leaders(nodes: list[NodeData], found: Anomalies) -> None:
     claims: dict[Any, dict[str, dict[str, Any]]] = {}  # epoch -> leader id -> first evidence
     for node in nodes:
         for event in node.events:
+            if event.get("type") == "inconsistent-leader" and event.get("epoch") is not None:
+                # the node knew one leader and heard another named, per the message's sender
+                for leader, per in ((event.get("leader"), node.name),
+                                    (event.get("claimed"), f"{event.get('message')} from "
+                                                           f"{event.get('source')} to {node.name}")):
+                    if leader is not None:
+                        claims.setdefault(event["epoch"], {}).setdefault(
+                            str(leader), {"node": node.name, "per": per, "ts": event.get("ts")})
+                continue
             if event.get("type") != "state" or event.get("epoch") is None:
                 continue
             leader = node.node_id if event.get("state") == "leader" else event.get("leader")
@@ -50,7 +61,8 @@ def _leaders(nodes: list[NodeData], found: Anomalies) -> None:
                 claims.setdefault(event["epoch"], {}).setdefault(str(leader), evidence)
     for epoch, leaders in sorted(claims.items(), key=lambda item: repr(item[0])):
         if len(leaders) > 1:
-            names = ", ".join(f"{lid} (per {ev['node']} at ts {ev['ts']})" for lid, ev in leaders.items())
+            names = ", ".join(f"{lid} (per {ev.get('per', ev['node'])} at ts {ev['ts']})"
+                              for lid, ev in leaders.items())
             found.add("multiple-leaders", [], f"epoch {epoch} has leaders {names}",
                       epoch=epoch, nodes=sorted({ev["node"] for ev in leaders.values()}))
 
@@ -80,6 +92,10 @@ def _monotonic(node: NodeData, found: Anomalies) -> None:
                           f"down to {event['hw']} (ts {ts})", nodes=[node.name])
             if hw is None or event["hw"] > hw[0]:
                 hw = (event["hw"], ts)
+        if kind == "fatal" and event.get("name") == "truncation-below-high-watermark":
+            found.add("committed-truncation", [],
+                      f"node {node.name}: asked to truncate below its high watermark, it halted "
+                      f"(ts {ts}): {event.get('detail')}", nodes=[node.name])
         if kind == "truncate" and hw is not None and event.get("offset") is not None \
                 and event["offset"] < hw[0] and not _installing(node.events, position, hw[0]):
             found.add("committed-truncation", [],

@@ -7,6 +7,7 @@ network. Nothing happens on its own: the test decides when a flush completes (`f
 message arrives (`deliver`, by index into `in_flight`), is lost (`drop`) or arrives twice
 (`duplicate`), when time passes (`tick`), and when a node crashes (losing every entry not flushed,
 keeping the quorum state it was told to persist) or restarts (a new core built from the disk).
+A core that halts (`Ready.fatal`) is stopped as a crash stops it.
 
 A host hands its core at most one response per request it sent, as the server's RPC layer does;
 every carried-out `Ready` goes to `on_ready` and every reply to `replies`. With `kraft_version=1`
@@ -301,3 +302,5 @@ class Cluster:
         if self.on_ready is not None:
             self.on_ready(host.node_id, ready)
         core.advance(ready)
+        if ready.fatal is not None:
+            self.crash(host.node_id)  # the core cannot go on: the host stops the node

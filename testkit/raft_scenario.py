@@ -24,7 +24,14 @@ from typing import Any
 
 from reference_node.raft.api import AddVoter, QuorumState, Ready, RemoveVoter, Shutdown
 from reference_node.raft.config import RaftConfig, Unsafe
-from reference_node.raft.messages import DivergingEpoch, Entry, EntryKind
+from reference_node.raft.messages import (
+    DivergingEpoch,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+)
 from reference_node.raft.voters import VoterSet
 from testkit.raft_cluster import Cluster, Delivery, InFlight
 
@@ -169,6 +176,8 @@ def show_ready(node: int, ready: Ready) -> list[str]:
     lines.extend(f"send {node}->{s.dst} {show_record(s.message)}" for s in ready.messages)
     lines.extend(f"{node} reply {show_record(r)}" for r in ready.replies)
     lines.extend(show_event(node, e) for e in ready.events)
+    if ready.fatal is not None:
+        lines.append(f"{node} halts: {ready.fatal.name}")
     return lines
 
 
@@ -220,6 +229,7 @@ class ScenarioRun:
             "tick": self.cmd_tick,
             "deliver": self.cmd_deliver,
             "drop": self.cmd_drop,
+            "forge-fetch-answer": self.cmd_forge_fetch_answer,
             "append": self.cmd_append,
             "flush": self.cmd_flush,
             "shutdown": self.cmd_shutdown,
@@ -319,6 +329,37 @@ class ScenarioRun:
         for msg in self._pending(args):
             cluster.drop(next(i for i, m in enumerate(cluster.in_flight) if m is msg))
             self.out.append(f"{msg.src}->{msg.dst} {type(msg.message).__name__} dropped")
+
+    def cmd_forge_fetch_answer(self, args: list[str]) -> None:
+        """`forge-fetch-answer L->F [hw=H] [diverging=E:O]`: F's Fetch in flight to L is
+        answered, in its epoch, by what no correct leader would send (a broken quorum's): no
+        records, high watermark H (-1), DivergingEpoch(E, O) when given."""
+        if not args:
+            raise ScenarioError("expected `forge-fetch-answer L->F [hw=H] [diverging=E:O]`")
+        leader, sep, follower = args[0].partition("->")
+        if not sep:
+            raise ScenarioError(f"expected L->F, got `{args[0]}`")
+        options = _options(args[1:])
+        cluster = self.cluster
+        index, fetch = next(
+            ((i, m) for i, m in enumerate(cluster.in_flight)
+             if isinstance(m.message, FetchRequest) and m.src == self.node(follower)
+             and m.dst == self.node(leader)),
+            (None, None),
+        )
+        if index is None or fetch is None:
+            raise ScenarioError(f"no Fetch in flight from {follower} to {leader}")
+        request = fetch.message
+        assert isinstance(request, FetchRequest)
+        diverging = None
+        if "diverging" in options:
+            epoch, _, offset = options["diverging"].partition(":")
+            diverging = DivergingEpoch(int(epoch), int(offset))
+        answer = FetchResponse(ErrorCode.none, fetch.dst, request.current_leader_epoch,
+                               int(options.get("hw", "-1")), 0, (), diverging)
+        cluster.in_flight[index] = InFlight(fetch.dst, fetch.src, answer, fetch.rid)
+        self.out.append(f"{fetch.src}->{fetch.dst} FetchRequest answered by "
+                        f"{show_record(answer)}")
 
     def cmd_append(self, args: list[str]) -> None:
         if len(args) < 2:

@@ -508,9 +508,12 @@ class ReferenceTarget(Target):
                       "^Fatal Python error")
     designed_exits = (
         DesignedExit("cannot listen", "refused to start: its port is taken"),
-        # Kafka halts when a log directory fails; the node stops at once on a failed write
-        DesignedExit("disk write failed|write failed|cannot open ",
-                     "halted on a failed disk, as Kafka halts on a failed log directory",
+        # Kafka halts when a log directory fails; the node stops at once on a failed write, and
+        # refuses to start on a damaged one ("cannot open DIR: ..."), as Kafka's recoverSnapshots
+        # does on a log start no snapshot vouches for ("inconsistent snapshot state", issue 41)
+        DesignedExit("disk write failed|write failed|cannot open |inconsistent snapshot state",
+                     "halted on a failed disk, or refused to start on a damaged one, as Kafka "
+                     "halts on a failed log directory",
                      ("fsync-stall", "power-loss", "corrupt")),
     )
     clients: ClassVar[Mapping[str, type[ReferenceClient]]] = {

@@ -233,6 +233,23 @@ class VoterChangeReply:
 ClientReply = AppendReply | ReadReply | VoterChangeReply
 
 
+TRUNCATION_BELOW_HIGH_WATERMARK = "truncation-below-high-watermark"
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """The core cannot go on without breaking a safety rule (`Ready.fatal`): `name` says which,
+    `detail` the facts. The only one: TRUNCATION_BELOW_HIGH_WATERMARK, the leader asked this
+    replica to truncate entries it knows are committed (or has applied to its image), evidence
+    of a broken quorum (Kafka's `handleFetchResponse` throws a KafkaException there)."""
+
+    name: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+
 @dataclass(frozen=True, slots=True)
 class SnapshotWrite:
     """A snapshot to write: `image` (a copy: the core goes on applying) under `snapshot_id`.
@@ -272,6 +289,9 @@ class Ready:
     10. `messages`: send them (only now: a vote or an epoch must be durable before anyone hears it).
     11. `replies`: answer the clients.
     12. `events`: write them to events.jsonl, adding `ts` and `node` (docs/contracts.md).
+    13. `fatal`, when not None: the core cannot go on (`Fatal`); what came before it in this
+        Ready stands, and its events say why (a `fatal` event). Stop the node (non-zero exit):
+        the core steps no input any more and asks for nothing more.
 
     Then call `advance(ready)`. Step no input between `ready()` and `advance()`.
     """
@@ -288,6 +308,7 @@ class Ready:
     messages: list[Send] = field(default_factory=list)
     replies: list[ClientReply] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    fatal: Fatal | None = None
 
     def __bool__(self) -> bool:
         return bool(
@@ -303,6 +324,7 @@ class Ready:
             or self.messages
             or self.replies
             or self.events
+            or self.fatal is not None
         )
 
 

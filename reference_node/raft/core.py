@@ -28,11 +28,13 @@ from typing import Any
 from reference_node.raft import controller, election, membership, replication
 from reference_node.raft import snapshots as snapshotting
 from reference_node.raft.api import (
+    TRUNCATION_BELOW_HIGH_WATERMARK,
     AddVoter,
     AppendReply,
     ClientAppend,
     ClientRead,
     ClientReply,
+    Fatal,
     Input,
     LogFlushed,
     QuorumDescription,
@@ -196,6 +198,8 @@ class RaftCore:
         self.hw = max(log_start_offset, self.image.end_offset)
         self.voter_history = _voter_history(self.static_voters, self.image, self.log)
         self.shutting_down = False
+        self.halted: Fatal | None = None
+        """Set once the core cannot go on (`Ready.fatal`): it steps no input any more."""
         self.election_retries = 0
         self._out = Ready()
         qs = quorum_state or QuorumState()
@@ -204,6 +208,8 @@ class RaftCore:
         self.voted_id: int | None = qs.voted_id
         self.state: State = Unattached()
         self.broker_lifecycle: BrokerLifecycle | None = None
+        self._handling: tuple[int, Message] | None = None
+        """The message `on_message` is handling, and its sender (for the events it causes)."""
         self._loopback: list[tuple[Message, Message | None]] = []
         """Broker messages between this node's broker and its own active controller (combined
         roles, the node leading): delivered at the end of the step, never sent."""
@@ -310,10 +316,13 @@ class RaftCore:
         handler = _INPUTS.get(type(inp))
         if handler is None:
             raise TypeError(f"RaftCore.step: not an input: {inp!r}")
+        if self.halted is not None:
+            return  # the host is stopping the node (Ready.fatal): nothing more may happen
         if now_ms is not None and now_ms > self.now:
             self.now = now_ms
         handler(self, inp)
-        self._poll_broker()
+        if self.halted is None:
+            self._poll_broker()
 
     def _poll_broker(self) -> None:
         """A broker sends what is due (a leader found, an answer, a timer). With combined roles
@@ -342,7 +351,7 @@ class RaftCore:
 
     def next_deadline_ms(self) -> int:
         """The time at which the core next wants a Tick (it may be in the past: tick at once)."""
-        if self.shutdown_complete:
+        if self.shutdown_complete or self.halted is not None:
             return NEVER  # nothing is left to say: a timer would only spin
         deadline = min(self.state.deadline(self.now, self.config.request_timeout_ms),
                        snapshotting.deadline(self), controller.leader_deadline(self))
@@ -500,9 +509,23 @@ class RaftCore:
         if self.config.has(Unsafe.SNAPSHOT_UNCOMMITTED):
             snapshotting.apply_committed(self)  # the defect: applied before it is committed
 
-    def truncate(self, offset: int, reason: str) -> None:
+    def truncate(self, offset: int, reason: str) -> bool:
+        """Remove the log from `offset` on; False when that would remove an entry this replica
+        knows is committed (below its high watermark) or has applied to its image: it refuses
+        and halts instead (`Fatal`), as Kafka's `handleFetchResponse` throws. Only a broken
+        quorum asks that (a committed entry missing from a leader's log), and truncating would
+        leave the image holding entries the log no longer has."""
         if offset >= self.log.end_offset:
-            return
+            return True
+        applied = max(self.hw, self.image.end_offset)
+        if offset < applied:
+            self.halt(Fatal(
+                TRUNCATION_BELOW_HIGH_WATERMARK,
+                f"asked ({reason}, leader {self.leader_id}, epoch {self.epoch}) to truncate the "
+                f"log to offset {offset}, below its high watermark {self.hw} (image applied to "
+                f"{self.image.end_offset}): a committed entry would be lost",
+            ))
+            return False
         self.log.truncate(offset)
         was_voter = self.is_voter
         if self.voter_history.truncate(offset):
@@ -515,6 +538,18 @@ class RaftCore:
         else:
             out.truncate_to = offset
         self.event(type="truncate", epoch=self.epoch, offset=offset, reason=reason)
+        return True
+
+    def halt(self, fatal: Fatal) -> None:
+        """The core cannot go on: say why (a `fatal` event) and ask the host to stop the node
+        (`Ready.fatal`); no input is stepped any more. The sans-I/O form of Kafka's exceptions
+        that end the raft thread: the host owns the process, the core only says it must end."""
+        if self.halted is not None:
+            return
+        self.halted = fatal
+        self.event(type="fatal", name=fatal.name, detail=fatal.detail, epoch=self.epoch,
+                   hw=self.hw)
+        self._out.fatal = fatal
 
     def set_hw(self, hw: int) -> None:
         if hw > self.hw:
@@ -575,6 +610,7 @@ class RaftCore:
         `in_reply_to` is the request a response answers, when the host knows it. The broker
         messages go to controller.py or lifecycle.py first: the shared rules are Raft's (epochs,
         leaders)."""
+        self._handling = (src, msg)
         broker_route = _BROKER_MESSAGES.get(type(msg))
         if broker_route is not None:
             broker_route(self, src, msg, in_reply_to)
@@ -642,7 +678,12 @@ class RaftCore:
 
     def observe_leader(self, leader_id: int, epoch: int) -> bool:
         """Every response names the responder's epoch and leader: a newer epoch, or a leader for our
-        epoch when we know none, moves us there. Returns True when it changed the state."""
+        epoch when we know none, moves us there. Returns True when it changed the state. Another
+        leader for our epoch than the one we know is noted (`inconsistent_leader`)."""
+        if epoch == self.epoch and leader_id != NO_LEADER and self.leader_id is not None \
+                and leader_id != self.leader_id:
+            self.inconsistent_leader(leader_id)
+            return False
         if epoch > self.epoch:
             if leader_id not in (NO_LEADER, self.node_id):
                 self.become_follower(epoch, leader_id)
@@ -657,6 +698,17 @@ class RaftCore:
             self.become_follower(epoch, leader_id)
             return True
         return False
+
+    def inconsistent_leader(self, claimed: int) -> None:
+        """The message being handled names `claimed` leader of our epoch, whose leader we know
+        is another: two leaders in one epoch, evidence of a broken quorum (Kafka's
+        `hasConsistentLeader` fails, and it throws an IllegalStateException). Our leader stays
+        (the message changes nothing); an `inconsistent-leader` event, which the raft-invariants
+        checker reports, says it."""
+        source, message = self._handling if self._handling is not None else (None, None)
+        self.event(type="inconsistent-leader", epoch=self.epoch, leader=self.leader_id,
+                   claimed=claimed, source=source,
+                   message=type(message).__name__ if message is not None else None)
 
     # --- transitions ----------------------------------------------------------------------------
 

@@ -193,7 +193,9 @@ def send_begin_quorum(core: CoreOps) -> None:
 
 def on_begin_quorum_request(core: CoreOps, src: int, req: BeginQuorumEpochRequest) -> None:
     if req.leader_epoch == core.epoch and core.leader_id not in (None, req.leader_id):
-        # Another leader for an epoch whose leader we know: the KIP says reject it.
+        # Another leader for an epoch whose leader we know: the KIP says reject it; it is also
+        # evidence of a broken quorum, said in an event (Kafka's hasConsistentLeader throws).
+        core.inconsistent_leader(req.leader_id)
         core.refuse(src, req, ErrorCode.invalid_request)
         return
     # A newer epoch comes with its leader: follow it at once, never unattached in between.

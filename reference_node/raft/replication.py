@@ -455,7 +455,9 @@ def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:
         maybe_fetch(core)
         return
     if resp.diverging_epoch is not None:
-        core.truncate(core.log.truncation_offset(resp.diverging_epoch), "diverging-epoch")
+        # Never below the high watermark (Kafka's handleFetchResponse): truncate halts instead.
+        if not core.truncate(core.log.truncation_offset(resp.diverging_epoch), "diverging-epoch"):
+            return
     elif resp.records:
         if resp.records[0].offset != core.log.end_offset:
             maybe_fetch(core)

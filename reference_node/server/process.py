@@ -1,6 +1,7 @@
 """The `kraft node` process: `run_node` picks the event loop, tunes the collector and `serve`s a
 `NodeHost` until SIGTERM/SIGINT (a graceful stop: resign first) or until the node cannot go on
-(its disk failed: it stops at once); the exit code says which.
+(its disk failed, or its core halted on a broken quorum's request: it stops at once); the exit
+code says which.
 """
 
 from __future__ import annotations

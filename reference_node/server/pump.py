@@ -8,7 +8,8 @@ stepped between `ready()` and `advance()`), then carries it out in the order `Re
 the quorum state is written and fsynced (awaited: nothing of this Ready is sent before it is
 durable), then the disk jobs (the log's reset, truncation, appends and flush as one job, the
 snapshot jobs, the deletion), the voters peers learn, the messages, the client replies and the
-events, each handed to its part through `Outputs`. Readies are carried out one after the other, so
+events, each handed to its part through `Outputs`; a Ready whose core halted (`fatal`) stops the
+node through the supervisor. Readies are carried out one after the other, so
 the messages of a later Ready never overtake the durable state of an earlier one.
 
 The pump is a plain callback, not a task. A `step` schedules it for when the loop's current
@@ -32,7 +33,7 @@ from reference_node.raft.api import ClientReply, Input, Ready, Send, SnapshotWri
 from reference_node.raft.states import NEVER
 from reference_node.raft.voters import VoterSet
 from reference_node.server.storage_adapter import Disk
-from reference_node.server.supervisor import Supervisor
+from reference_node.server.supervisor import FatalError, Supervisor
 
 if TYPE_CHECKING:
     from reference_node.raft.core import RaftCore
@@ -168,6 +169,8 @@ class Pump:
                     self._supervisor.spawn(self._carry_out_durably(ready))
                     return
                 self._carry_out(ready)
+                if not self._running:
+                    return  # the core halted (Ready.fatal)
             self._arm_timer()
         except Exception as exc:  # the node cannot go on: nothing after this Ready goes out
             self._running = False
@@ -207,3 +210,9 @@ class Pump:
             out.answer(reply)
         for event in ready.events:
             out.event(dict(event))
+        if ready.fatal is not None:
+            # The core cannot go on (it refused to truncate committed entries): nothing more is
+            # carried out, and the node stops with the core's named error (process.serve).
+            self._running = False
+            log.error("the core halted: %s", ready.fatal)
+            self._supervisor.die(FatalError(str(ready.fatal)))

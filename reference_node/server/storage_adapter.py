@@ -12,9 +12,10 @@ At start, `Disk.directory_id` is this replica's directory id for the core.
 
 KIP-630 at start: `NodeStorage.open` judges the snapshots and the log against each other
 (reference_node/storage/node.py: a corrupt snapshot is ignored and never served, a log start no
-valid snapshot reaches makes the log empty, ...); `Disk.open_snapshots` hands the core what it
-found: the latest valid snapshot's image, the valid snapshot ids, the log start's epoch, and why
-the log was treated as empty (the node's `log-invalid` event).
+valid snapshot reaches refuses the start with static voters, and with voters in the log makes the
+log empty under a new directory id, ...); `Disk.open_snapshots` hands the core what it found: the
+latest valid snapshot's image, the valid snapshot ids, the log start's epoch, and why the log was
+treated as empty (the node's `log-invalid` event).
 """
 
 from __future__ import annotations
@@ -287,7 +288,8 @@ class StartSnapshots:
     """Every valid snapshot the core may serve, ascending (never the bootstrap checkpoint)."""
     log_start_epoch: int = 0
     log_invalid: str | None = None
-    """Why the log was treated as empty (KIP-630's validation failed), or None."""
+    """Why the log was treated as empty (KIP-630's validation failed; only with voters in the
+    log, under a new directory id), or None."""
 
 
 @dataclass(slots=True)
@@ -368,8 +370,11 @@ class Disk:
     """
 
     def __init__(self, cfg: NodeConfig) -> None:
+        # A log no snapshot vouches for: refused with static voters; with voters in the log
+        # (KIP-853) the directory restarts as a new replica (docs/contracts.md).
         self._storage = NodeStorage.open(cfg.metadata_log_dir, node_id=cfg.node_id,
-                                         cluster_id=cfg.cluster_id)
+                                         cluster_id=cfg.cluster_id,
+                                         invalid_log_as_new_replica=not cfg.voters)
         self._jobs = DiskQueue()
         self._thread = threading.Thread(target=self._work, name="disk", daemon=True)
         self._thread.start()

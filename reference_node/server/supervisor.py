@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 
 
 class FatalError(Exception):
-    """The node cannot go on (its disk failed): it stops rather than serve a wrong log."""
+    """The node cannot go on (its disk failed, or its core halted: `Ready.fatal`): it stops
+    rather than serve a wrong log."""
 
 
 class Supervisor:

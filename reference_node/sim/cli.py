@@ -252,13 +252,15 @@ class SnapshotTotals:
         self.total.installed += stats.installed
         self.total.refused += stats.refused
         self.total.logs_invalid += stats.logs_invalid
+        self.total.refused_starts += stats.refused_starts
         self.seeds_installing += stats.installed > 0
 
     def line(self) -> str:
         t = self.total
         extra = "".join((
             f", {t.refused} downloads refused" if t.refused else "",
-            f", {t.logs_invalid} logs found invalid at start" if t.logs_invalid else "",
+            f", {t.logs_invalid} logs found invalid at start ({t.refused_starts} starts "
+            "refused)" if t.logs_invalid else "",
         ))
         return (f"snapshots: {t.written} written, {t.installed} installed by followers "
                 f"(in {self.seeds_installing} of {self.seeds} seeds){extra}")

@@ -6,7 +6,8 @@ bytes the real codec writes (`reference_node.storage.snapshot`, Kafka's `.checkp
 A snapshot is durable only once its write has finished; a crash before that loses it. At start,
 `recover` does what a real node does with its directory: decode every snapshot (one that fails is
 ignored and deleted, with the reason), apply KIP-630's "Validation of Snapshot and Log" (a log
-starting above 0 needs a valid snapshot at or above its start, or it is treated as empty), restart
+starting above 0 needs a valid snapshot at or above its start, or it is treated as empty and a
+`log-invalid` note says so: host.py then refuses the start with static voters), restart
 the log empty at the latest snapshot when that snapshot is past the log's end (Kafka's
 `truncateToLatestSnapshot`: a follower crashed between downloading a snapshot and truncating),
 and hand the core the latest snapshot's image.

@@ -100,7 +100,9 @@ class SnapshotStats:
     refused: int = 0
     """Downloads that failed the host's checks."""
     logs_invalid: int = 0
-    """Starts where KIP-630's validation found no snapshot for the log start (log emptied)."""
+    """Starts where KIP-630's validation found no snapshot for the log start: refused with static
+    voters (`refused_starts`), the log emptied under a new directory id with KIP-853's."""
+    refused_starts: int = 0
 
 
 class Cluster:
@@ -175,8 +177,21 @@ class Cluster:
         """Start a new incarnation from what the disk holds (ending a shutdown under way)."""
         if node.core is not None:
             self._exit(node)
-        node.inc += 1
+        held = node.log_start + len(node.saved_log)
         disk = recover(node.log_start, node.saved_log, node.snapshots)
+        if any(note["type"] == "log-invalid" for note in disk.notes):
+            self.stats.logs_invalid += 1
+            if not self.dynamic:
+                # Static voters: the node refuses to start (Kafka's recoverSnapshots), and stays
+                # down with its disk as it was; emptied, its vote could lose a committed entry.
+                self.stats.refused_starts += 1
+                return
+            # KIP-853: emptied, it is a new replica (a new directory id), in no voter set.
+            self.evidence.wiped(node)
+            node.directory_id = new_directory_id(self.node_rng)
+        else:
+            self.inv.kept_at_start(node.id, held, disk.start_offset + len(disk.entries))
+        node.inc += 1
         for sid in disk.deleted:
             del node.snapshots[sid]
         self.inv.log_start(node.id, disk.start_offset, node.snapshots, "restart")
@@ -194,8 +209,6 @@ class Cluster:
         )
         if node.is_broker and self.brokers is not None:
             self.brokers.started(node)
-        if any(note["type"] == "log-invalid" for note in disk.notes):
-            self.stats.logs_invalid += 1
         node.boot(core, Rpc(self.request_ids), disk.start_offset,
                   disk.start_offset + len(disk.entries))
         # A start's own Ready is no crash point of crash-after-persist: dying there would only
@@ -393,6 +406,8 @@ class Cluster:
     def _carry_out(self, node: SimNode, ready: Ready) -> bool:
         """`ready`, in its order; False if the node crashed before its messages (it is down)."""
         inv = self.inv
+        if ready.fatal is not None:
+            inv.halted(node.id, ready.fatal)  # a node that stops on its own: a violation
         if ready.quorum_state is not None:
             node.qs = ready.quorum_state
         if ready.log_reset is not None:
@@ -436,6 +451,8 @@ class Cluster:
         for ev in ready.events:
             if ev["type"] == "state" and ev["state"] == "leader":
                 inv.leader(node.id, ev["epoch"])
+            elif ev["type"] == "inconsistent-leader":
+                inv.inconsistent_leader(node.id, ev)
         if self.brokers is not None and ready.events:
             self.brokers.on_events(node, ready.events, self.queue.now)
         return True

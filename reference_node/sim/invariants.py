@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Collection, Hashable
 from typing import TYPE_CHECKING, Any
 
-from reference_node.raft.api import Receive
+from reference_node.raft.api import TRUNCATION_BELOW_HIGH_WATERMARK, Fatal, Receive
 from reference_node.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -65,6 +65,7 @@ INVARIANTS = (
     "MonotonicHighWatermark",
     "MajorityReachedHighWatermark",
     "ConsistentCommittedData",
+    "TruncateAboveHighWatermark",
     "NoAckedAppendLost",
     "ConsistentOutcomes",
     "ReadsLinearizable",
@@ -72,6 +73,7 @@ INVARIANTS = (
     "SnapshotMatchesLog",
     "SnapshotWithinHighWatermark",
     "LogStartAtSnapshot",
+    "CommittedKeptAtStart",
     "ObserversFollow",
     "ZombieStepDown",
     "SingleVoterChange",
@@ -143,6 +145,15 @@ class Invariants:
         if other != node:
             raise Violation("SingleLeader", f"nodes {other} and {node} both led epoch {epoch}")
 
+    def inconsistent_leader(self, node: int, event: dict[str, Any]) -> None:
+        """`node` heard of another leader for its epoch than the one it knows (its
+        `inconsistent-leader` event): two leaders named in one epoch."""
+        raise Violation(
+            "SingleLeader",
+            f"node {node} knows leader {event['leader']} for epoch {event['epoch']}, and a "
+            f"{event['message']} from {event['source']} names {event['claimed']}",
+        )
+
     def epoch(self, node: int, old: int, new: int) -> None:
         if new < old:
             raise Violation("MonotonicEpoch", f"node {node} went from epoch {old} to {new}")
@@ -160,9 +171,18 @@ class Invariants:
     def truncated(self, node: int, offset: int, hw: int) -> None:
         if offset < hw:
             raise Violation(
-                "ConsistentCommittedData",
+                "TruncateAboveHighWatermark",
                 f"node {node} truncated its log to {offset}, below its high watermark {hw}",
             )
+
+    def halted(self, node: int, fatal: Fatal) -> None:
+        """A core that cannot go on (`Ready.fatal`) saw a broken quorum: the only such error is a
+        leader asking it to truncate below its high watermark, which it refused."""
+        raise Violation(
+            "TruncateAboveHighWatermark" if fatal.name == TRUNCATION_BELOW_HIGH_WATERMARK
+            else fatal.name,
+            f"node {node} halted: {fatal}",
+        )
 
     def high_watermark(
         self, node: int, old: int, new: int, entry_at: Callable[[int], Entry | None],
@@ -369,6 +389,20 @@ class Invariants:
                 "LogStartAtSnapshot",
                 f"node {node}'s log starts at {offset} after {how}, but no durable snapshot ends "
                 f"there (durable: {held})",
+            )
+
+    def kept_at_start(self, node: int, held: int, kept: int) -> None:
+        """`node` starts again as the same replica (id and directory id): its disk held a log up
+        to `held`; what it starts from (its log, or a snapshot past it) must reach every
+        committed offset below that. One that starts short of it still counts in majorities it
+        no longer backs (issue 41: a voter whose covering snapshot is gone, its log emptied,
+        votes in a leader that lacks a committed entry)."""
+        must = min(held, len(self.committed))
+        if kept < must:
+            raise Violation(
+                "CommittedKeptAtStart",
+                f"node {node} starts as the same replica from a log ending at {kept}, but its "
+                f"disk held committed entries up to {must}",
             )
 
     def majority_flushed(self, node: int, hw: int, holders: int, voters: Collection[int],

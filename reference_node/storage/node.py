@@ -3,7 +3,8 @@
 KIP-630's "Validation of Snapshot and Log" runs here, when a node opens its directory
 (`_validate`): the latest valid snapshot is found first (corrupt ones are skipped with a line
 saying why, never served), then the log is judged against it: a log start no valid snapshot
-reaches makes the log invalid, a log start that is no snapshot's end moves up to one, so that the
+reaches makes the log invalid (the start is refused with static voters), a log start that is no
+snapshot's end moves up to one, so that the
 log start always has a snapshot, and the snapshots below it are deleted. Each change is one line in
 `log.recovery.snapshot_notes` (logged as a WARNING by the node).
 
@@ -27,10 +28,30 @@ from reference_node.raft.messages import SnapshotId
 from .errors import StorageError
 from .lock import DirLock
 from .log import DEFAULT_SEGMENT_BYTES, MetadataLog
-from .meta import METADATA_PARTITION_DIR, MetaProperties, ensure_directory_id
+from .meta import METADATA_PARTITION_DIR, MetaProperties, ensure_directory_id, random_uuid
 from .quorum_state import QUORUM_STATE, QuorumStateStore
 from .recovery import QuorumEpoch
 from .snapshot import LoadedSnapshot, SnapshotError, SnapshotFiles, snapshot_filename
+
+INCONSISTENT_SNAPSHOT_STATE = "inconsistent snapshot state"
+"""The words a refused start begins with (Kafka's recoverSnapshots: "Inconsistent snapshot
+state"); harness/targets/reference.py's designed exits match them after a disk fault."""
+
+
+def invalid_log_refusal(found: str, partition: Path, start: int) -> str:
+    """Why a node with static voters refuses to start on a log no snapshot vouches for, and
+    what to do: treated as empty, its vote could elect a leader lacking a committed entry it
+    held (a majority counted it as holding that entry)."""
+    return (
+        f"{INCONSISTENT_SNAPSHOT_STATE}: {found}; the entries below it, committed ones among "
+        "them, are gone, and a voter (controller.quorum.voters) that went on as if its log were "
+        "empty could vote a leader lacking a committed entry into office, so the node refuses to "
+        f"start. To fix: restore into {partition} the snapshot file (<end offset>-<epoch>"
+        f".checkpoint) ending at or above offset {start} from a backup or another voter's "
+        "copy of the same id; or, once every other voter is up and has caught up, give this "
+        "replica up: stop it, empty the directory, `kraft node format` it again and start it "
+        "to fetch everything anew"
+    )
 
 
 class NodeStorage:
@@ -91,6 +112,7 @@ class NodeStorage:
         cluster_id: str | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         read_only: bool = False,
+        invalid_log_as_new_replica: bool = False,
     ) -> NodeStorage:
         """Lock `log_dir`, check `meta.properties` against the configured ids, open the log.
 
@@ -102,6 +124,12 @@ class NodeStorage:
         docstring). A meta.properties without directory.id gets one, written back (KIP-853).
         `read_only` takes no lock and writes nothing (for tools reading a copy of a node's
         directory): the log is not judged against the snapshots.
+
+        A log start no valid snapshot reaches is a StorageError naming the file and the remedy
+        (Kafka's `recoverSnapshots`: "Inconsistent snapshot state"), but with
+        `invalid_log_as_new_replica` (voters in the log, KIP-853): the log is then treated as
+        empty and the directory gets a new directory.id, a replica no voter set names
+        (docs/contracts.md, "Storage damage at start").
         """
         root = Path(log_dir)
         if not root.is_dir():
@@ -140,13 +168,13 @@ class NodeStorage:
             raise
         storage = cls(root, meta, quorum_state, log, lock, snapshots)
         try:
-            storage._validate(loaded)
+            storage._validate(loaded, invalid_log_as_new_replica)
         except BaseException:
             storage.close()
             raise
         return storage
 
-    def _validate(self, loaded: LoadedSnapshot) -> None:
+    def _validate(self, loaded: LoadedSnapshot, invalid_log_as_new_replica: bool) -> None:
         """KIP-630's validation of the log against the snapshots (module docstring)."""
         log, files = self.log, self.snapshots
         notes = log.recovery.snapshot_notes
@@ -161,10 +189,18 @@ class NodeStorage:
         start = log.start_offset
         if start > 0 and (latest is None or latest.end_offset < start):
             reach = "none" if latest is None else f"the latest ends at {latest.end_offset}"
+            found = (f"{log.directory}: the log starts at offset {start} but no valid snapshot "
+                     f"ends at or above it ({reach})")
+            if not invalid_log_as_new_replica:
+                damaged = "".join(f"; {s.describe()}" for s in loaded.skipped)
+                raise StorageError(invalid_log_refusal(found + damaged, log.directory, start))
+            self.meta = MetaProperties(self.meta.cluster_id, self.meta.node_id, random_uuid(),
+                                       self.meta.version)
+            self.meta.write(self.log_dir)
             self.log_invalid = (
-                f"{log.directory}: the log starts at offset {start} but no valid snapshot ends "
-                f"at or above it ({reach}): the log is treated as empty (KIP-630), reset to "
-                "offset 0"
+                f"{found}: the log is treated as empty (KIP-630), reset to offset 0, and the "
+                f"directory is a new replica (directory.id {self.meta.directory_id}, KIP-853): "
+                "an observer until it is added as a voter"
             )
             notes.append(self.log_invalid)
             log.reset_to(0, 0)

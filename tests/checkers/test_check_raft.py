@@ -41,6 +41,33 @@ def test_two_leaders_in_one_epoch(tmp_path: Path) -> None:
     assert anomaly["epoch"] == 3 and anomaly["nodes"] == ["n1", "n2"]
 
 
+def test_a_node_that_heard_of_a_second_leader_in_its_epoch(tmp_path: Path) -> None:
+    """Issue 41: the node's `inconsistent-leader` event (it follows 1 in epoch 3, and a
+    BeginQuorumEpoch from 2 claims epoch 3 too) is evidence of two leaders, though 2's own events
+    were lost (only n1 left records)."""
+    n1 = node_files([], 0, events=[
+        ev(1, "state", 1.0, state="follower", epoch=3, leader=3, voted_for=3),
+        ev(1, "inconsistent-leader", 1.5, epoch=3, leader=3, claimed=2, source=2,
+           message="BeginQuorumEpochRequest"),
+    ])
+    result = run_invariants(tmp_path, {"n1": n1})
+    assert result["anomaly_types"] == ["multiple-leaders"]
+    anomaly = result["anomalies"]["multiple-leaders"][0]
+    assert anomaly["epoch"] == 3 and anomaly["nodes"] == ["n1"]
+    assert "BeginQuorumEpochRequest from 2 to n1" in anomaly["explanation"]
+
+
+def test_a_node_that_halted_rather_than_truncate_committed_entries(tmp_path: Path) -> None:
+    events = [
+        ev(1, "high-watermark", 2.0, epoch=5, hw=9),
+        ev(1, "fatal", 3.0, epoch=6, hw=9, name="truncation-below-high-watermark",
+           detail="asked (diverging-epoch, leader 1, epoch 6) to truncate the log to offset 4"),
+    ]
+    result = run_invariants(tmp_path, {"n1": node_files([], 0, events=events)})
+    assert result["anomaly_types"] == ["committed-truncation"]
+    assert "halted" in result["anomalies"]["committed-truncation"][0]["explanation"]
+
+
 def test_one_leader_per_epoch_across_epochs_is_fine(tmp_path: Path) -> None:
     n1 = node_files([], 0, events=[ev(1, "state", 1.0, state="leader", epoch=3, leader=1, voted_for=1),
                                    ev(1, "state", 2.0, state="follower", epoch=4, leader=2, voted_for=None)])

@@ -9,6 +9,7 @@ from reference_node.raft.api import (
     LogFlushed,
     QuorumState,
     ReadReply,
+    Tick,
 )
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import (
@@ -74,6 +75,40 @@ def test_follower_truncates_on_diverging_epoch_and_refetches() -> None:
     assert any(ev["type"] == "truncate" and ev["offset"] == 1 for ev in ready.events)
     nxt = only(ready, FetchRequest, 2)
     assert isinstance(nxt, FetchRequest) and (nxt.fetch_offset, nxt.last_fetched_epoch) == (1, 1)
+
+
+def test_follower_refuses_to_truncate_below_its_high_watermark_and_halts() -> None:
+    """Issue 41: a follower at high watermark 8 asked (DivergingEpoch(5, 3)) to truncate to 3
+    truncated its log while its image stayed at 8. It halts instead, as Kafka's
+    handleFetchResponse throws: `Ready.fatal` named, no truncation, nothing more stepped."""
+    core = make(qs=QuorumState(6, 2, None), log=entries(1, 1, 1, 5, 5, 5, 5, 6, 6),
+                keep_ready=True)
+    req = only(drain(core), FetchRequest, 2)
+    ready = deliver(core, 2, FetchResponse(ErrorCode.none, 2, 6, 8, 0, (), None))
+    assert core.high_watermark == 8 and core.image.end_offset == 8
+    nxt = only(ready, FetchRequest, 2)
+    assert isinstance(req, FetchRequest) and isinstance(nxt, FetchRequest)
+    ready = deliver(core, 2, FetchResponse(ErrorCode.none, 2, 6, -1, 0, (),
+                                           DivergingEpoch(5, 3)))
+    assert ready.truncate_to is None and core.log.end_offset == 9
+    assert ready.fatal is not None and ready.fatal.name == "truncation-below-high-watermark"
+    assert "offset 3, below its high watermark 8" in ready.fatal.detail
+    assert [ev["type"] for ev in ready.events] == ["fatal"]
+    assert not ready.messages  # no fetch after it
+    assert core.next_deadline_ms() > 10**12
+    core.step(Tick(10**6))
+    assert not core.has_ready()  # a halted core steps nothing more
+
+
+def test_follower_truncates_down_to_its_high_watermark() -> None:
+    """At the high watermark itself the truncation is allowed: nothing committed goes."""
+    core = make(qs=QuorumState(6, 2, None), log=entries(1, 1, 1, 5, 5, 5, 5, 6, 6),
+                keep_ready=True)
+    drain(core)
+    deliver(core, 2, FetchResponse(ErrorCode.none, 2, 6, 5, 0, (), None))
+    ready = deliver(core, 2, FetchResponse(ErrorCode.none, 2, 6, -1, 0, (),
+                                           DivergingEpoch(5, 5)))
+    assert ready.fatal is None and ready.truncate_to == 5
 
 
 def test_follower_fetches_only_from_flushed_end() -> None:

@@ -140,7 +140,7 @@ def test_a_duplicated_response_reaches_the_requester_once(monkeypatch: pytest.Mo
     monkeypatch.setattr(Rpc, "admit", admit_every_copy)
     result = run_seed(135, config)
     assert result.violation is not None
-    assert result.violation.invariant == "ConsistentCommittedData"
+    assert result.violation.invariant == "TruncateAboveHighWatermark"
     assert "below its high watermark" in result.violation.detail
 
 
@@ -166,5 +166,5 @@ def test_a_fetch_answer_to_an_older_fetch_never_truncates(monkeypatch: pytest.Mo
     monkeypatch.setattr(replication, "answers_an_older_fetch", lambda core, request: False)
     result = run_seed(119, STALE_FETCH_FAULTS)
     assert result.violation is not None
-    assert result.violation.invariant == "ConsistentCommittedData"
+    assert result.violation.invariant == "TruncateAboveHighWatermark"
     assert "below its high watermark" in result.violation.detail

@@ -11,9 +11,10 @@ import pytest
 from reference_node.raft.image import Image, encode_cas, encode_write
 from reference_node.raft.messages import Entry, EntryKind, SnapshotId
 from reference_node.sim.cli import main
-from reference_node.sim.disk import DiskSnapshots, decode, encode, recover
+from reference_node.sim.disk import DiskSnapshots, Recovered, decode, encode, recover
 from reference_node.sim.events import DROPPED, SnapshotDurable, SnapshotRefusal
 from reference_node.sim.invariants import INVARIANTS, Invariants, Violation
+from reference_node.sim.node import SimNode
 from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 SHORT = 12_000
@@ -277,3 +278,61 @@ def test_kraft_simulate_says_how_many_snapshots_were_written_and_installed(
     match = re.search(r"snapshots: (\d+) written, (\d+) installed by followers \(in 1 of 1 seeds\)",
                       out)
     assert match and int(match[1]) > 50 and int(match[2]) > 0, out
+
+
+def follower_past_retention(sim: Simulation) -> SimNode:
+    """Run until a follower's log start moved past 0 (retention under a durable snapshot), and
+    crash it with its snapshots lost: a log no snapshot vouches for."""
+    def found() -> SimNode | None:
+        leader = sim.cluster.leader_id()
+        return next((n for n in sim.cluster.nodes.values()
+                     if n.id != leader and n.core is not None and n.log_start > 0), None)
+    run_until(sim, lambda: found() is not None)
+    node = found()
+    assert node is not None
+    sim.cluster.stop(node, graceful=False)
+    for sid in list(node.snapshots):
+        del node.snapshots[sid]
+    return node
+
+
+def test_with_static_voters_a_log_no_snapshot_vouches_for_refuses_the_start() -> None:
+    """Issue 41: the node stays down, its disk as it was (Kafka's recoverSnapshots)."""
+    sim = Simulation(0, SimConfig(faults=(), voters=3, observers=0))
+    node = follower_past_retention(sim)
+    saved = (node.log_start, list(node.saved_log))
+    sim.cluster.start(node)
+    assert node.core is None and not node.alive
+    assert sim.cluster.stats.refused_starts == sim.cluster.stats.logs_invalid == 1
+    assert (node.log_start, node.saved_log) == saved
+
+
+def test_a_node_restarting_emptied_as_the_same_replica_breaks_committed_kept_at_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the node did before issue 41 (KIP-630's reset with static voters): it starts empty
+    as the same voter, below the committed entries its disk held."""
+    from reference_node.sim import host
+
+    def unnoticed(*args: object) -> Recovered:
+        disk = recover(*args)  # type: ignore[arg-type]
+        disk.notes = [n for n in disk.notes if n["type"] != "log-invalid"]
+        return disk
+
+    sim = Simulation(0, SimConfig(faults=(), voters=3, observers=0))
+    node = follower_past_retention(sim)
+    monkeypatch.setattr(host, "recover", unnoticed)
+    with caught("CommittedKeptAtStart") as info:
+        sim.cluster.start(node)
+    assert f"node {node.id} starts as the same replica from a log ending at 0" in str(info.value)
+
+
+def test_with_voters_in_the_log_a_log_no_snapshot_vouches_for_starts_a_new_replica() -> None:
+    """KIP-853: emptied under a new directory id, the replica is in no voter set: an observer."""
+    sim = Simulation(0, SimConfig(faults=("membership",), voters=3, observers=0))
+    node = follower_past_retention(sim)
+    before = node.directory_id
+    sim.cluster.start(node)
+    core = node.core
+    assert core is not None and node.directory_id not in (None, before)
+    assert core.log_view.start_offset == 0 and not core.is_voter
+    assert sim.cluster.stats.logs_invalid == 1 and sim.cluster.stats.refused_starts == 0

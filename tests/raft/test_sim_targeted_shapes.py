@@ -152,7 +152,9 @@ def test_zombie_rejoin_catches_no_log_check_as_lost_committed_data(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """no-log-check, judged by the data alone (the invariants of behaviour, which flag the vote
     itself, turned off): the old leader's campaign after zombie-rejoin wins with its stale log and
-    overwrites what the new leader committed, on seeds 0, 4 and 13 of the first 20. The classic
+    overwrites what the new leader committed, on seeds 0, 4 and 13 of the first 20: a follower
+    that holds the overwritten entries committed is asked to truncate below its high watermark,
+    and halts (TruncateAboveHighWatermark) rather than lose them. The classic
     faults (partition-leader, partition-halves, partition-isolate, crash) catch it on none of them.
     The same schedules without the switch are clean."""
     monkeypatch.setattr(Behaviour, "receive",
@@ -165,7 +167,8 @@ def test_zombie_rejoin_catches_no_log_check_as_lost_committed_data(
         result = run_seed(seed, SimConfig(faults=zombie.faults, unsafe=switch))
         if result.violation is not None:
             caught[seed] = result.violation.invariant
-    assert [seed for seed, name in caught.items() if name == "ConsistentCommittedData"] == [0, 4, 13]
+    assert [seed for seed, name in caught.items()
+            if name == "TruncateAboveHighWatermark"] == [0, 4, 13]
     for seed in caught:
         assert run_seed(seed, zombie).ok, seed
 

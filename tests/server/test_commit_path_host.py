@@ -16,6 +16,7 @@ import pytest
 
 from reference_node.config import NodeConfig
 from reference_node.raft import messages as m
+from reference_node.raft.api import TRUNCATION_BELOW_HIGH_WATERMARK, Fatal
 from reference_node.server import routing
 from reference_node.server.node import NodeHost
 from testkit.cluster import single_voter
@@ -170,3 +171,31 @@ def test_nothing_goes_out_after_a_quorum_state_that_could_not_be_made_durable(
     assert "injected" in str(fatal)
     assert "leader" not in states
     assert log_end == 0  # no entry of the new epoch was written either
+
+
+def test_a_core_that_halts_stops_the_node_with_its_named_error(tmp_path: Path) -> None:
+    """`Ready.fatal` (issue 41: a leader asked for a truncation below the high watermark): the
+    pump carries out that Ready (its `fatal` event reaches events.jsonl), then nothing more, and
+    the node's `fatal` resolves with the core's named error (process.serve logs it, exits 1)."""
+    cfg = single_voter(tmp_path)
+
+    async def scenario() -> tuple[BaseException, list[dict[str, Any]], bool]:
+        host = NodeHost(cfg)
+        await host.start()
+        try:
+            await until(lambda: host.core.state_name == "leader")
+            host.core.halt(Fatal(TRUNCATION_BELOW_HIGH_WATERMARK, "injected by the test"))
+            host.pump.kick()
+            fatal = await asyncio.wait_for(host.fatal, 10)
+            reply = host.facade.append((b"x",))  # stepped into nothing: the core halted
+            await asyncio.sleep(0.3)
+            lines = (cfg.metadata_log_dir / "events.jsonl").read_text().splitlines()
+            return fatal, [e for e in map(json.loads, lines) if e["type"] == "fatal"], reply.done()
+        finally:
+            await host.stop(graceful=False)
+
+    fatal, events, answered = asyncio.run(scenario())
+    assert str(fatal) == "truncation-below-high-watermark: injected by the test"
+    assert [(e["name"], e["detail"]) for e in events] == [
+        ("truncation-below-high-watermark", "injected by the test")]
+    assert not answered

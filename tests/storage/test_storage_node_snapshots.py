@@ -24,6 +24,8 @@ from reference_node.storage.dump import (
     dump_snapshots_jsonl,
     log_summary,
 )
+from reference_node.storage.errors import StorageError
+from reference_node.storage.meta import META_PROPERTIES, MetaProperties
 from reference_node.storage.restart import LOG_START_CHECKPOINT
 from reference_node.storage.snapshot import SnapshotFiles, snapshot_filename
 
@@ -74,11 +76,43 @@ def test_a_log_starting_at_a_valid_snapshot_opens_as_it_is(tmp_path: Path) -> No
         assert not storage.log.recovery.snapshot_notes
 
 
-def test_a_log_start_without_any_snapshot_makes_the_log_empty(tmp_path: Path) -> None:
+def test_a_log_start_without_any_snapshot_refuses_the_start(tmp_path: Path) -> None:
+    """Issue 41 (Kafka's recoverSnapshots, "Inconsistent snapshot state"): with static voters a
+    log that lost what lies below its start is refused, naming the file, what is wrong and the
+    remedy; the directory is left as it was (and unlocked)."""
     log_dir = node(tmp_path, snapshots=(100,), start=100)
     snapshot_path(log_dir, 100).unlink()
+    before = (log_dir / META_PROPERTIES).read_text()
+    with pytest.raises(StorageError) as refused:
+        NodeStorage.open(log_dir, node_id=1)
+    message = str(refused.value)
+    partition = log_dir / METADATA_PARTITION_DIR
+    assert message.startswith("inconsistent snapshot state: ")
+    assert f"{partition}: the log starts at offset 100 but no valid snapshot ends" in message
+    assert f"restore into {partition} the snapshot file" in message
+    assert "`kraft node format` it again" in message
+    assert (log_dir / META_PROPERTIES).read_text() == before
+    with NodeStorage.open(log_dir, read_only=True) as storage:
+        assert (storage.log_start_offset, storage.log.end_offset) == (100, 200)
+    snapshot_path(log_dir, 100).parent.mkdir(exist_ok=True)
+    SnapshotFiles(partition).write(SnapshotId(100, EPOCH), image_at(100))  # the remedy
     with NodeStorage.open(log_dir, node_id=1) as storage:
+        assert (storage.log_start_offset, storage.log.end_offset) == (100, 200)
+
+
+def test_with_voters_in_the_log_an_invalid_log_restarts_as_a_new_replica(
+        tmp_path: Path) -> None:
+    """KIP-853: the log is treated as empty (KIP-630) under a new directory id, so that the
+    voter set names this replica no more: an observer until it is added again."""
+    log_dir = node(tmp_path, snapshots=(100,), start=100)
+    snapshot_path(log_dir, 100).unlink()
+    old_directory = MetaProperties.load(log_dir).directory_id
+    with NodeStorage.open(log_dir, node_id=1, invalid_log_as_new_replica=True) as storage:
         assert storage.log_invalid is not None
+        assert storage.meta.directory_id not in (None, old_directory)
+        assert f"directory.id={storage.meta.directory_id}" in (
+            (log_dir / META_PROPERTIES).read_text())
+        assert f"a new replica (directory.id {storage.meta.directory_id}" in storage.log_invalid
         assert "the log starts at offset 100 but no valid snapshot ends at or above it" in (
             storage.log_invalid)
         assert storage.log_invalid in storage.log.recovery.describe()
@@ -92,7 +126,9 @@ def test_a_corrupt_snapshot_at_the_start_is_ignored_and_the_log_is_invalid(
     log_dir = node(tmp_path, snapshots=(100,), start=100)
     path = snapshot_path(log_dir, 100)
     path.write_bytes(path.read_bytes()[:-5])
-    with NodeStorage.open(log_dir, node_id=1) as storage:
+    with pytest.raises(StorageError, match=f"inconsistent snapshot state: .*{path}: ignored"):
+        NodeStorage.open(log_dir, node_id=1)  # static voters: refused, naming the bad file
+    with NodeStorage.open(log_dir, node_id=1, invalid_log_as_new_replica=True) as storage:
         lines = storage.log.recovery.describe()
         assert lines[0].startswith(f"{path}: ignored: truncated"), lines
         assert storage.log_invalid is not None
@@ -108,7 +144,7 @@ def test_an_older_valid_snapshot_below_an_invalid_start_restarts_the_log_at_it(
     data = bytearray(path.read_bytes())
     data[100] ^= 0xFF
     path.write_bytes(bytes(data))
-    with NodeStorage.open(log_dir, node_id=1) as storage:
+    with NodeStorage.open(log_dir, node_id=1, invalid_log_as_new_replica=True) as storage:
         assert storage.log_invalid is not None
         assert (storage.log_start_offset, storage.log.end_offset) == (100, 100)
         assert storage.log_start_epoch == EPOCH
@@ -157,8 +193,8 @@ def test_a_read_only_open_changes_nothing(tmp_path: Path) -> None:
     snapshot_path(log_dir, 100).unlink()
     with NodeStorage.open(log_dir, read_only=True) as storage:
         assert storage.log_start_offset == 100 and storage.log_invalid is None
-    with NodeStorage.open(log_dir, node_id=1) as storage:
-        assert storage.log_invalid is not None
+    with pytest.raises(StorageError, match="inconsistent snapshot state"):
+        NodeStorage.open(log_dir, node_id=1)
 
 
 # --- the dumps -----------------------------------------------------------------------------
