@@ -504,8 +504,9 @@ class ReferenceTarget(Target):
     ports = {"kafka": 9093, "metrics": 9100}
     log_file = LOG
     # the node's own words when a task it cannot do without dies (supervisor.py, pump.py)
+    # and the core's own refusal to go on (Kafka throws there): a broken quorum's evidence
     crash_patterns = ("internal task failed", "carrying out the core's output failed",
-                      "^Fatal Python error")
+                      "^Fatal Python error", "truncation-below-high-watermark")
     designed_exits = (
         DesignedExit("cannot listen", "refused to start: its port is taken"),
         # Kafka halts when a log directory fails; the node stops at once on a failed write, and
