@@ -11,7 +11,6 @@ from matrix import Case
 from report import attach_run, failure_message
 from runner import kraft_test_argv, run_kraft_test
 
-
 DEFAULT_INTERVAL = 5.0  # kraft test's --nemesis-interval
 
 
