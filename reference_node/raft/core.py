@@ -1059,8 +1059,10 @@ def _tick_resigned(core: RaftCore) -> None:
     assert isinstance(state, Resigned)
     if core.now >= state.election_deadline and not core.shutting_down:
         if not core.is_voter:
-            # A leader that removed itself (KIP-853): an observer now; it looks for the leader.
-            core.become_unattached(core.epoch)
+            # A leader that removed itself (KIP-853): an observer now; it looks for the leader
+            # in the next epoch, as Kafka's pollResigned does. Staying in the epoch it led, it
+            # would take a Fetch answer naming itself the leader of that epoch for the truth.
+            core.become_unattached(min(core.epoch + 1, MAX_EPOCH))
             return
         core.start_election()
         return

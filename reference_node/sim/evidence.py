@@ -5,8 +5,8 @@ which compares what the core now says with what its node last said (`SimNode.las
 `last_hw`, `led`, `voters`) and reports the changes to the invariants (invariants.py) in a fixed
 order: the epoch, the high watermark (and, when a leader moved it, whether a majority holds it on
 disk), the broker's serving deadline (sim/brokers.py), KIP-853's voter sets, the snapshot the step
-wrote. A disk is judged by what it holds (`SimNode.durable_entry`), a wiped replica's by what it
-held when it was wiped (`DepartedReplica`).
+wrote. A disk is judged by what it holds (`SimNode.durable_entry`, or below its log start the
+snapshot it starts at), a wiped replica's by what it held when it was wiped (`DepartedReplica`).
 
 With KIP-853 on (the `membership` fault), the set that judges a high watermark is the leader's set
 in effect when it moved (a voter's disk counts only if its directory id is the voter's), the
@@ -98,14 +98,16 @@ class Evidence:
 
     def check_majority(self, leader: SimNode, hw: int, voters: VoterSet) -> None:
         """MajorityReachedHighWatermark: a majority of `voters` (the set in effect at the leader
-        when its HW moved) holds entry `hw - 1` on disk. A voter counts only as the replica the
+        when its HW moved) holds entry `hw - 1` on disk, in its log or in the snapshot its log
+        starts at. A voter counts only as the replica the
         set names: a re-formatted disk (another directory id) does not, and neither does the
         leader's own log when the leader is not in the set. (A replica whose disk was wiped since
         counts with what its disk held then: it acknowledged that, and losing a disk is a voter
         lost for good, as a crash is one lost for a while.)"""
         core = leader.core
         assert core is not None
-        mine = core.log_view.get(hw - 1)
+        offset = hw - 1
+        mine = core.log_view.get(offset)
         holders = 0
         nodes = self.nodes
         for v in voters:
@@ -113,15 +115,30 @@ class Evidence:
             if node is None:
                 continue
             if node.counts_as(v):
-                entry = node.durable_entry(hw - 1)
+                entry = node.durable_entry(offset)
+                if entry is None and offset < node.log_start:
+                    entry = self._in_snapshot(offset)
             else:
                 gone = self.departed.get((v.id, v.directory_id))
-                entry = gone.entry(hw - 1) if gone is not None else None
+                entry = None
+                if gone is not None:
+                    entry = gone.entry(offset)
+                    if entry is None and offset < gone.log_start:
+                        entry = self._in_snapshot(offset)
             if entry is not None and mine is not None and (
                 entry is mine or (entry.epoch == mine.epoch and entry.payload == mine.payload)
             ):
                 holders += 1
         self.inv.majority_flushed(leader.id, hw, holders, voters.ids, self.dynamic)
+
+    def _in_snapshot(self, offset: int) -> Entry | None:
+        """The entry at `offset` as a disk whose log starts past it holds it: in the durable
+        snapshot its log starts at, an image of the committed log (SnapshotMatchesLog), so the
+        committed entry there; None while nothing is committed there yet. (Seed 93 of issue 41:
+        two voters that had fetched entry 120 from a stalled leader snapshotted past it under the
+        next leader before the stalled one, resumed, counted their fetches.)"""
+        committed = self.inv.committed
+        return committed[offset] if offset < len(committed) else None
 
     # --- KIP-853's checks -----------------------------------------------------------------------
 

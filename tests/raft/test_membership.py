@@ -161,6 +161,24 @@ def test_a_leader_removing_itself_leads_until_the_removal_commits_then_resigns()
     assert not old.is_voter and not old.is_leader and old.leader_id == new
 
 
+def test_a_removed_leader_goes_unattached_in_the_next_epoch() -> None:
+    """Kafka's pollResigned: a resigned replica that is not a voter, at its election timeout,
+    goes to Unattached in epoch + 1 (not the epoch it led: a Fetch answer of that epoch naming
+    it the leader would otherwise be taken at its word)."""
+    cluster, _ = _remove_leader_with_3_down()
+    cluster.start(3)
+    run(cluster, 600)
+    assert answer(cluster, 1).error == ErrorCode.none
+    old = cluster.core(1)
+    assert old.state_name == "resigned" and old.epoch == 1
+    cluster.crash(2)
+    cluster.crash(3)  # no new leader to learn of: only the timer moves it
+    run(cluster, 2000, rounds=10)
+    old = cluster.core(1)
+    assert old.state_name == "unattached" and old.epoch == 2 and old.leader_id is None
+    assert not old.is_voter
+
+
 def test_leader_remove_no_resign_counts_the_removed_leader() -> None:
     """KAFKA-16530's defect at the core: the removed leader counts its own log, so {1, 2} commit
     the change that makes the set {2, 3}, where only 2 holds it; and it leads on."""

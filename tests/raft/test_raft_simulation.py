@@ -1,12 +1,16 @@
 """The simulator: clean seeds pass, each unsafe switch is caught, a seed replays byte for byte."""
 
+import dataclasses
+
 import pytest
 
 from reference_node.raft.config import Unsafe
 from reference_node.raft.messages import Message
+from reference_node.raft.voters import VoterSet
 from reference_node.sim.faults import ALONGSIDE, FAULTS, parse_faults
+from reference_node.sim.invariants import Violation
 from reference_node.sim.rpc import Rpc
-from reference_node.sim.simulation import SimConfig, run_seed
+from reference_node.sim.simulation import SimConfig, Simulation, run_seed
 
 SHORT = 12_000
 TAKING_TURNS = tuple(f for f in FAULTS if f not in ALONGSIDE)
@@ -55,9 +59,11 @@ PINNED = [
     # A voter grants a (pre-)vote to a candidate whose log is behind its own (KIP-595 Vote
     # handling, step 4.2): caught at the grant, before any data is lost.
     (Unsafe.NO_LOG_CHECK, 0, "VoteForUpToDateLog"),
-    # KAFKA-12619: a new leader moves its HW before an entry of its own epoch is replicated: it
-    # counts a majority over entries of older epochs that a majority does not hold as it has them.
-    (Unsafe.EARLY_HIGH_WATERMARK, 21, "MajorityReachedHighWatermark"),
+    # KAFKA-12619: a new leader exposes its HW before an entry of its own epoch is committed: it
+    # answers a read at a HW below an offset already acknowledged. (Seed
+    # 21 was caught by MajorityReachedHighWatermark only because it judged voters that had
+    # snapshotted past an entry committed before as not holding it; issue 41.)
+    (Unsafe.EARLY_HIGH_WATERMARK, 56, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate (caught at the second vote,
     # before two leaders of E follow from it).
@@ -90,6 +96,37 @@ def test_pinned_seed_exposes_switch(switch: Unsafe, seed: int, invariant: str) -
     assert result.violation.invariant == invariant, result.violation
     clean = run_seed(seed, SimConfig())
     assert clean.ok, clean.violation  # the same schedule without the defect is fine
+
+
+def test_a_voter_whose_snapshot_covers_the_entry_holds_it() -> None:
+    """MajorityReachedHighWatermark judges a disk by its log and by the snapshot its log starts
+    at: a voter that flushed an entry, acknowledged it, then snapshotted past it still holds it
+    (issue 41, seed 93: a leader resumed from a stall counts fetches of voters that have since
+    snapshotted past the entry under the next leader). Seed 0 without faults at 6 s: voters 1, 3
+    and 4 have snapshotted past offset 120, which 2 and 5 still hold in their logs."""
+    sim = Simulation(0, SimConfig(faults=(), time_ms=6000))
+    cluster = sim.cluster
+    for node in cluster.nodes.values():
+        cluster.start(node)
+    sim.clients.start()
+    sim.loop()
+    nodes = cluster.nodes
+    assert [n for n in (1, 3, 4) if nodes[n].log_start > 120] == [1, 3, 4]
+    assert [n for n in (2, 5) if nodes[n].durable_entry(120) is not None] == [2, 5]
+    evidence = cluster.evidence
+    evidence.check_majority(nodes[2], 121, evidence.static_voters)  # all five hold it
+    evidence.check_majority(nodes[2], 121, VoterSet.of([1, 3, 4]))  # in their snapshots alone
+    committed = sim.inv.committed
+    committed[120] = dataclasses.replace(committed[120], payload=b"other")  # their snapshots' log
+    with pytest.raises(Violation, match="MajorityReachedHighWatermark"):
+        evidence.check_majority(nodes[2], 121, VoterSet.of([1, 3, 4]))
+
+
+def test_seed_261_counts_a_voter_that_snapshotted_past_the_entry() -> None:
+    """Seed 261 (5 voters, every fault): leader 4 sets HW 90 on voters' fetches, one of which
+    has since snapshotted past entry 89; judged by logs alone, only 2 of 4 held it."""
+    result = run_seed(261, SimConfig())
+    assert result.ok, result.violation
 
 
 def test_observer_campaign_strands_the_observer_without_prevote() -> None:
