@@ -272,7 +272,7 @@ def test_kv_over_the_wire_reads_below_the_log_start_and_forged_fetch_snapshots(
             (ask(m.SnapshotId(sid.end_offset, sid.epoch + 5), 0, 100), ErrorCode.snapshot_not_found),
             (ask(sid, size, 100), ErrorCode.position_out_of_range),
             (ask(sid, 2**62, 100), ErrorCode.position_out_of_range),
-            (ask(sid, -1, 100), ErrorCode.invalid_request),
+            (ask(sid, -1, 100), ErrorCode.position_out_of_range),  # as Kafka answers it
             (ask(sid, 0, -1), ErrorCode.invalid_request),
         ]
         for answer, code in cases:
