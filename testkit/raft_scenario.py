@@ -139,12 +139,14 @@ def show_entry(entry: Entry) -> str:
 
 def show_record(record: Any, skip: frozenset[str] = frozenset({"cluster_id"})) -> str:
     """A message or reply: its type and every field (but the constant cluster id, and an
-    unset directory id of a cluster without them: KIP-853's fields stay out of older scenarios)."""
+    unset directory id, or an empty list of them, of a cluster without them: KIP-853's fields
+    stay out of older scenarios)."""
     fields = " ".join(
         f"{f.name}={show(getattr(record, f.name))}"
         for f in dataclasses.fields(record)
         if f.name not in skip
         and not (f.name.endswith("directory_id") and getattr(record, f.name) is None)
+        and not (f.name.endswith("directory_ids") and not getattr(record, f.name))
     )
     return f"{type(record).__name__}({fields})"
 

@@ -231,19 +231,34 @@ def send_end_quorum(core: CoreOps) -> None:
             core.send(
                 v,
                 EndQuorumEpochRequest(
-                    core.cluster_id, core.node_id, core.epoch, state.preferred_successors
+                    core.cluster_id, core.node_id, core.epoch, state.preferred_successors,
+                    _directory_ids(core, state.preferred_successors),
                 ),
             )
             state.end_sent[v] = core.now
 
 
-def successor_delay_ms(core: CoreOps, successors: tuple[int, ...]) -> int:
+def _directory_ids(core: CoreOps, successors: tuple[int, ...]) -> tuple[uuid.UUID | None, ...]:
+    """Each successor's directory id in the voter set (Kafka's ReplicaKeys of the voters); none
+    when the set knows none (static voters), as a v0 request says."""
+    voters = core.voters
+    ids = tuple(v.directory_id if (v := voters.get(s)) is not None else None for s in successors)
+    return ids if any(d is not None for d in ids) else ()
+
+
+def successor_delay_ms(core: CoreOps, successors: tuple[int, ...],
+                       directory_ids: tuple[uuid.UUID | None, ...] = ()) -> int:
     """Election delay after EndQuorumEpoch: 0 for the first successor, then growing with the
-    position (retry backoff x 2^position, capped); the backoff maximum when not listed."""
+    position (retry backoff x 2^position, capped); the backoff maximum when not listed. An entry
+    of this id with another known directory is not this replica (Kafka's
+    endEpochElectionBackoff)."""
     cap = core.config.election_backoff_max_ms
-    if core.node_id not in successors:
+    mine = core.directory_id
+    position = next((i for i, s in enumerate(successors) if s == core.node_id and (
+        i >= len(directory_ids) or directory_ids[i] is None or mine is None
+        or directory_ids[i] == mine)), None)
+    if position is None:
         return cap
-    position = successors.index(core.node_id)
     if position == 0:
         return 0
     return min(cap, core.config.retry_backoff_ms << position)
@@ -254,7 +269,8 @@ def on_end_quorum_request(core: CoreOps, src: int, req: EndQuorumEpochRequest) -
     core.observe_leader(req.leader_id, req.leader_epoch)
     state = core.state
     if isinstance(state, Follower) and core.leader_id == req.leader_id:
-        deadline = core.now + successor_delay_ms(core, req.preferred_successors)
+        deadline = core.now + successor_delay_ms(core, req.preferred_successors,
+                                                   req.successor_directory_ids)
         state.fetch_deadline = min(state.fetch_deadline, deadline)
     core.answer(src, req,
                 EndQuorumEpochResponse(ErrorCode.none, core.responder_leader(), core.epoch))

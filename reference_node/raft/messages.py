@@ -242,6 +242,10 @@ class EndQuorumEpochRequest(_FromLeader):
     leader_id: int
     leader_epoch: int
     preferred_successors: tuple[int, ...]
+    successor_directory_ids: tuple[uuid.UUID | None, ...] = ()
+    """KIP-853: the directory id of each preferred successor, in that order (Kafka's
+    PreferredCandidates, v1+; None: not known); empty when not sent (v0). A listed id whose
+    directory is known and not the receiver's is not the receiver (endEpochElectionBackoff)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +328,9 @@ class FetchSnapshotRequest(_FromReplica):
     snapshot_id: SnapshotId
     position: int
     max_bytes: int
+    replica_directory_id: uuid.UUID | None = None
+    """KIP-853: the fetcher's directory id (FetchSnapshot v1's ReplicaDirectoryId); None when not
+    sent. As for Fetch, the leader counts the contact only from the voter of that directory."""
 
 
 @dataclass(frozen=True, slots=True)

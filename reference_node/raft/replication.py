@@ -413,7 +413,7 @@ def _fetch_snapshot_chunk(core: CoreOps, state: Follower, download: SnapshotDown
         return  # the host is checking what arrived: nothing to ask until it answers
     request = FetchSnapshotRequest(core.cluster_id, core.node_id, core.epoch,
                                    download.snapshot_id, len(download.data),
-                                   core.config.snapshot_chunk_bytes)
+                                   core.config.snapshot_chunk_bytes, core.directory_id)
     core.send(core.leader_id, request)
     state.fetch_sent_ms = core.now
     state.fetch_in_flight = request

@@ -173,15 +173,17 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
         part = {"partition_index": PARTITION, "leader_id": msg.leader_id,
                 "leader_epoch": msg.leader_epoch,
                 "preferred_successors": list(msg.preferred_successors),
-                "preferred_candidates": [{"candidate_id": c, "candidate_directory_id": None}
-                                         for c in msg.preferred_successors]}
+                "preferred_candidates": [
+                    {"candidate_id": c, "candidate_directory_id": d}
+                    for c, d in zip(msg.preferred_successors, _successor_directories(msg),
+                                    strict=True)]}
         return build(cls, {"cluster_id": msg.cluster_id,
                            "topics": [{"topic_name": TOPIC, "partitions": [part]}],
                            "leader_endpoints": [_endpoint_dict(me)]})
     if isinstance(msg, m.FetchSnapshotRequest):
         part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
                 "snapshot_id": _snapshot_id_dict(msg.snapshot_id), "position": msg.position,
-                "replica_directory_id": None}
+                "replica_directory_id": msg.replica_directory_id}
         return build(cls, {"cluster_id": msg.cluster_id, "replica_id": msg.replica_id,
                            "max_bytes": msg.max_bytes,
                            "topics": [{"name": TOPIC, "partitions": [part]}]})
@@ -240,13 +242,19 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             voter_directory_id=_known_uuid(getattr(p, "voter_directory_id", None)))
     if api_key == apis.END_QUORUM_EPOCH:
         p = _only_partition(body.topics, "topic_name")
+        directories: tuple[uuid.UUID | None, ...] = ()
         if has_field(p, "preferred_candidates"):
             successors = tuple(int(c.candidate_id) for c in p.preferred_candidates or ())
+            directories = tuple(_known_uuid(c.candidate_directory_id)
+                                for c in p.preferred_candidates or ())
+            if all(d is None for d in directories):
+                directories = ()  # none known: as a v0 request says
         else:
             successors = tuple(int(c) for c in p.preferred_successors or ())
         return m.EndQuorumEpochRequest(
             cluster_id=body.cluster_id, leader_id=int(p.leader_id),
-            leader_epoch=int(p.leader_epoch), preferred_successors=successors)
+            leader_epoch=int(p.leader_epoch), preferred_successors=successors,
+            successor_directory_ids=directories)
     if api_key == apis.FETCH:
         p = _only_partition(body.topics, "topic")
         return m.FetchRequest(
@@ -263,8 +271,16 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             cluster_id=body.cluster_id, replica_id=int(body.replica_id),
             current_leader_epoch=int(p.current_leader_epoch),
             snapshot_id=m.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
-            position=int(p.position), max_bytes=int(body.max_bytes))
+            position=int(p.position), max_bytes=int(body.max_bytes),
+            replica_directory_id=_known_uuid(getattr(p, "replica_directory_id", None)))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
+
+
+def _successor_directories(msg: m.EndQuorumEpochRequest) -> list[uuid.UUID | None]:
+    """Each preferred successor's directory id, None (ZERO_UUID on the wire) where not known."""
+    count = len(msg.preferred_successors)
+    known = list(msg.successor_directory_ids[:count])
+    return known + [None] * (count - len(known))
 
 
 def _known_uuid(value: Any) -> uuid.UUID | None:

@@ -5,6 +5,7 @@ install, and the three unsafe switches' effect, each driven by hand."""
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Sequence
 
 import pytest
@@ -40,6 +41,8 @@ from reference_node.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from reference_node.raft.states import Leader
+from reference_node.raft.voters import Voter, VoterSet
 
 BIG = 1 << 40  # a threshold never reached
 
@@ -365,6 +368,45 @@ def test_fetch_snapshot_is_a_check_quorum_contact() -> None:
     assert snapshot_answer(core, 0).error == ErrorCode.none
     state = core.state
     assert state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
+
+
+def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> None:
+    """KIP-853: FetchSnapshot v1 names the fetcher's directory; Kafka's leader counts it for
+    check-quorum by that replica key (updateCheckQuorumForFollowingVoter), so another directory
+    of a voter's id (a wiped disk) is no voter's contact, and the voter's own is."""
+    dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
+    voters = VoterSet([Voter(v, d) for v, d in dirs.items()])
+    core = RaftCore(1, voters, CLUSTER, cfg(), random.Random(0), 0, QuorumState(2, None, None),
+                    data(10, b"a", b"b", epoch=2), 10, 2, Image(10, 2, records=9), [SNAP],
+                    MemStore({SNAP: SNAP_BYTES}), directory_id=dirs[1])
+    drain(core)
+    elect(core)
+    core.step(LogFlushed(core.log_end_offset))
+    drain(core)
+    assert core.is_leader and core.epoch == 3
+    state = core.state
+    assert isinstance(state, Leader)
+    tick(core, 7_000)
+    before = state.check_quorum_deadline
+    for directory, counted in ((uuid.UUID(int=99), False), (dirs[2], True)):
+        req = FetchSnapshotRequest(CLUSTER, 2, 3, SNAP, 0, 1 << 20, directory)
+        resp = only(deliver(core, 2, req), FetchSnapshotResponse, 2)
+        assert isinstance(resp, FetchSnapshotResponse) and resp.error == ErrorCode.none
+        assert (2 in state.endorsed) is counted
+        assert state.progress[2].directory_id == directory
+    assert before < state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms
+
+
+def test_a_follower_names_its_directory_in_fetch_snapshot() -> None:
+    directory = uuid.UUID(int=7)
+    core = RaftCore(2, (1, 2, 3), CLUSTER, cfg(), random.Random(0), 0, QuorumState(3, 1, None),
+                    directory_id=directory)
+    drain(core)
+    resp = FetchResponse(ErrorCode.none, 1, 3, 10, 10, snapshot_id=SNAP)
+    core.step(Receive(1, resp, in_flight(core)))
+    drain(core)
+    req = in_flight(core)
+    assert isinstance(req, FetchSnapshotRequest) and req.replica_directory_id == directory
 
 
 # --- the follower: download and install -------------------------------------------------------------

@@ -1,8 +1,13 @@
 """BeginQuorumEpoch and EndQuorumEpoch handling (KIP-595)."""
 
+import random
+import uuid
+
 from raft_helpers import CLUSTER, deliver, drain, elect, make, only, sent, tick
 
 from reference_node.raft.api import QuorumState, Shutdown
+from reference_node.raft.config import RaftConfig
+from reference_node.raft.core import RaftCore
 from reference_node.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -11,6 +16,7 @@ from reference_node.raft.messages import (
     ErrorCode,
     FetchRequest,
 )
+from reference_node.raft.voters import Voter, VoterSet
 
 
 def begin(epoch: int, leader: int = 2, cluster: str | None = CLUSTER) -> BeginQuorumEpochRequest:
@@ -110,6 +116,38 @@ def test_end_quorum_delay_grows_with_position() -> None:
         delays.append(core.next_deadline_ms() - core.now)
     assert 0 < delays[0] < delays[1] <= delays[2]
     assert delays[2] == core.config.election_backoff_max_ms  # not listed
+
+
+def test_end_quorum_successor_of_another_directory_is_not_this_replica() -> None:
+    """KIP-853 (Kafka's endEpochElectionBackoff): a preferred candidate is this replica when the
+    id matches and its directory is this one's or not known; another directory of the id (a
+    replica since reformatted) is someone else, so the first place is not this replica's."""
+    mine, other = uuid.UUID(int=1), uuid.UUID(int=42)
+    delays = {}
+    for directory in (mine, None, other):
+        voters = VoterSet([Voter(1, mine), Voter(2), Voter(3)])
+        core = RaftCore(1, voters, CLUSTER, RaftConfig(), random.Random(0), 0,
+                        QuorumState(3, 2, None), directory_id=mine)
+        drain(core)
+        deliver(core, 2, EndQuorumEpochRequest(CLUSTER, 2, 3, (1, 3), (directory, None)))
+        delays[directory] = core.next_deadline_ms() - core.now
+    assert delays[mine] == delays[None] == 0
+    assert delays[other] == RaftConfig().election_backoff_max_ms  # not listed
+
+
+def test_resigning_leader_names_its_successors_directories() -> None:
+    dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
+    core = RaftCore(1, VoterSet([Voter(v, d) for v, d in dirs.items()]), CLUSTER, RaftConfig(),
+                    random.Random(0), 0, directory_id=dirs[1])
+    drain(core)
+    elect(core)
+    epoch = core.epoch
+    deliver(core, 3, FetchRequest(CLUSTER, 3, epoch, 1, epoch, 0, replica_directory_id=dirs[3]))
+    core.step(Shutdown())
+    first = sent(drain(core), EndQuorumEpochRequest)[0].message
+    assert isinstance(first, EndQuorumEpochRequest)
+    assert first.preferred_successors == (3, 2)
+    assert first.successor_directory_ids == (dirs[3], dirs[2])
 
 
 def test_end_quorum_error_codes() -> None:

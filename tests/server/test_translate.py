@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from reference_node.config import Endpoint
@@ -38,6 +40,18 @@ def test_requests_round_trip_through_bytes(msg: m.Request) -> None:
     assert translate.leader_endpoint(req.body) in (None, ME)
 
 
+def test_end_quorum_epoch_carries_the_successors_directory_ids_from_v1() -> None:
+    """KIP-853: EndQuorumEpoch v1's PreferredCandidates name each successor's directory id (an
+    unknown one is ZERO_UUID on the wire); v0's PreferredSuccessors only the ids."""
+    directory = uuid.UUID("0f1e2d3c-4b5a-4968-8776-655443322110")
+    msg = m.EndQuorumEpochRequest("cid", 1, 4, (3, 2), (directory, None))
+    for version, expected in ((1, msg), (0, m.EndQuorumEpochRequest("cid", 1, 4, (3, 2)))):
+        data = encode_request(1, translate.request_to_kio(msg, ME, version), "t")
+        req = decode_request(data[4:])
+        assert req.api_version == version
+        assert translate.request_from_kio(req.api_key, req.body) == expected
+
+
 @pytest.mark.parametrize("msg", [
     m.VoteResponse(m.ErrorCode.none, 1, 4, True),
     m.BeginQuorumEpochResponse(m.ErrorCode.fenced_leader_epoch, 3, 5),
@@ -67,7 +81,7 @@ def test_leader_change_is_kafkas_message_with_voters() -> None:
     from kio.serial import entity_reader
 
     stored = translate.entry_to_stored(ENTRIES[0])
-    assert stored.control_type == ControlType.LEADER_CHANGE
+    assert stored.control_type == ControlType.LEADER_CHANGE and stored.value is not None
     msg, _ = entity_reader(LeaderChangeMessage)(stored.value, 0)
     assert int(msg.leader_id) == 3
     assert [int(v.voter_id) for v in msg.voters] == [1, 2, 3]

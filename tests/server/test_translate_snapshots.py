@@ -3,6 +3,8 @@ response's SnapshotId, survive the trip through kio and bytes; what cannot be ou
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from reference_node.config import Endpoint
@@ -47,6 +49,15 @@ def test_fetch_snapshot_is_a_raft_request_of_api_59_at_every_version_kio_knows()
 @pytest.mark.parametrize("version", [0, 1])
 def test_fetch_snapshot_request_round_trips(version: int) -> None:
     assert _through_bytes_request(REQUEST, version) == REQUEST
+
+
+def test_fetch_snapshot_request_carries_the_fetchers_directory_id_from_v1() -> None:
+    """KIP-853: FetchSnapshot v1's ReplicaDirectoryId is the fetcher's (Kafka's leader counts the
+    contact by that replica key); v0 has no field, and the leader hears no directory."""
+    directory = uuid.UUID("7b0b2c4e-55a1-4c5e-9c55-0a8b8f0c1d2e")
+    request = m.FetchSnapshotRequest("cid", 2, 4, SNAP, 4096, 1024, directory)
+    assert _through_bytes_request(request, 1) == request
+    assert _through_bytes_request(request, 0) == REQUEST
 
 
 def test_fetch_snapshot_request_names_the_metadata_partition_and_max_bytes() -> None:
