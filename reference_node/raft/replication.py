@@ -108,7 +108,8 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
         prog.last_fetch_ms = core.now
     voter = core.voters.is_voter(rid, req.replica_directory_id)
     if voter:
-        note_voter_contact(core, state, rid)
+        note_voter_contact(core, state, rid,
+                           checks_quorum=matches_key(core, rid, req.replica_directory_id))
     state.parked.pop(rid, None)
     if voter and progress:
         update_hw(core)
@@ -122,15 +123,29 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
     core.answer(src, req, _fetch_response(core, state, req))
 
 
-def note_voter_contact(core: CoreOps, state: Leader, rid: int) -> None:
+def matches_key(core: CoreOps, rid: int, directory_id: uuid.UUID | None) -> bool:
+    """Kafka's ReplicaState.matchesKey, as LeaderState.updateFetchedVoters applies it: a voter
+    known with a directory id is matched only by that directory, and a fetch that names none
+    matches it not (`Voter.matches`, which lets an unknown directory on either side match, is for
+    the rest); a voter known without one is matched by its id."""
+    voter = core.voters.get(rid)
+    if voter is None:
+        return False
+    return voter.directory_id is None or voter.directory_id == directory_id
+
+
+def note_voter_contact(core: CoreOps, state: Leader, rid: int, checks_quorum: bool = True
+                       ) -> None:
     """Voter `rid` fetched (or fetched a snapshot) in this epoch: it endorses this leader; and
-    the check-quorum bookkeeping, and the confirmation round of pending linearizable reads."""
+    the confirmation round of pending linearizable reads. With `checks_quorum` (its replica key
+    matches, `matches_key`) it counts for check-quorum."""
     state.endorsed.add(rid)
     state.begin_sent.pop(rid, None)
-    state.fetched_since_check.add(rid)
-    if core.voters.count(state.fetched_since_check) >= core.voters.majority:
-        state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
-        state.fetched_since_check = {core.node_id}
+    if checks_quorum:
+        state.fetched_since_check.add(rid)
+        if core.voters.count(state.fetched_since_check) >= core.voters.majority:
+            state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
+            state.fetched_since_check = {core.node_id}
     if state.reads:
         for read in state.reads:
             read.confirmed.add(rid)
