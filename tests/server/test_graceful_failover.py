@@ -40,8 +40,10 @@ def resigned_at(events: list[dict[str, Any]]) -> float:
 def test_sigterm_of_the_leader_fails_over_well_before_a_sigkill_does(tmp_path: Path) -> None:
     with Cluster(tmp_path) as cluster:
         cluster.start()
-        leader = cluster.wait_leader(timeout=30.0)
+        cluster.wait_leader(timeout=30.0)
         time.sleep(1.0)  # the followers fetch: the leader ranks its successors by their offsets
+        # the leader now: on a loaded machine a follower may have timed out meanwhile
+        leader = cluster.wait_leader(timeout=30.0)
         assert cluster.terminate(leader) == 0
         graceful_ms = elected_after(cluster, leader, resigned_at(cluster.events(leader)))
         cluster.start(leader)
