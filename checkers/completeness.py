@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkers.append_history import AppendHistory
-from checkers.faults import Starts, starts_by_kind, starts_done
+from checkers.faults import Starts, starts_by_kind
 from checkers.history import NEMESIS, Op, Outline
 from checkers.result import UNKNOWN
 
@@ -62,14 +62,16 @@ def check(history: Sequence[Op], test: Mapping[str, Any], outline: Outline,
         # --model kv`) may have none, and its reads still decide it.
         reasons.append("no final read of any key succeeded: lost writes cannot be ruled out")
     asked = _asked_faults(test)
-    done = starts_done(outline.nemesis) if asked else None
-    missing = _not_done(asked, outline.nemesis)
+    starts = starts_by_kind(outline.nemesis) if asked else {}
+    done = sum(kind.done for kind in starts.values()) if asked else None
+    missing = {kind: starts.get(kind, Starts()) for kind in asked
+               if not starts.get(kind, Starts()).done}
     # the issue's rule: a run none of whose faults took effect, or in which a kind it asked for
     # never started; a kind that started and did nothing beside others that took effect is said
     # (`faults_not_done_why`) but leaves the verdict to the others
     never = {kind: starts for kind, starts in missing.items() if not starts.attempted}
     if missing and not done:
-        reasons.append(_no_fault(asked, outline.nemesis))
+        reasons.append(_no_fault(asked, starts))
     elif never:
         reasons.append(_no_fault_for(never))
     outcome = test.get("outcome")
@@ -118,15 +120,6 @@ def _asked_faults(test: Mapping[str, Any]) -> list[str]:
     return [str(kind) for kind in asked] if isinstance(asked, list) else []
 
 
-def _not_done(asked: list[str], nemesis: Sequence[Op]) -> dict[str, Starts]:
-    """The asked kinds none of whose starts took effect (a kind never started: no starts)."""
-    if not asked:
-        return {}
-    starts = starts_by_kind(nemesis)
-    return {kind: starts.get(kind, Starts()) for kind in asked
-            if not starts.get(kind, Starts()).done}
-
-
 def _no_fault_for(missing: dict[str, Starts]) -> str:
     """Why the kinds in `missing` did not take effect, while others did."""
     return "; ".join(f"no fault took effect for {kind}: {_why(starts)}"
@@ -140,10 +133,9 @@ def _why(starts: Starts) -> str:
     return "its first start never completed" if starts.invoked else "it never started"
 
 
-def _no_fault(asked: list[str], nemesis: Sequence[Op]) -> str:
-    """Why no fault took effect at all."""
-    starts = [op for op in nemesis if str(op.get("f", "")).startswith("start-")]
-    completed = sum(1 for op in starts if op.get("type") != "invoke")
+def _no_fault(asked: list[str], starts: dict[str, Starts]) -> str:
+    """Why no fault took effect at all (`starts`: every kind's, asked or not)."""
+    completed = sum(kind.completed for kind in starts.values())
     why = (f"none of its {completed} start{'s' if completed != 1 else ''} took effect" if completed
            else "its first start never completed" if starts
            else "none started (the first waits for the nemesis interval)")

@@ -112,16 +112,6 @@ def took_effect(completion: Op) -> bool:
     return completion.get("type") != "fail" and completion.get("error") not in UNDONE
 
 
-def starts_done(history: Sequence[Op]) -> int:
-    """How many nemesis starts were done (`took_effect`), instant ones (a membership change)
-    included: none means the run was not tested under faults, whatever it asked for."""
-    done = 0
-    for op in history:
-        step = _step(op) if op.get("process") == NEMESIS and op.get("type") != "invoke" else None
-        done += step is not None and step[0] == "start" and took_effect(op)
-    return done
-
-
 @dataclass(slots=True)
 class Starts:
     """One fault kind's starts: `invoked` (the invokes), `completed` (the completions, and lone
@@ -161,6 +151,12 @@ def starts_by_kind(history: Sequence[Op]) -> dict[str, Starts]:
         starts.completed += 1
         starts.done += took_effect(op)
     return kinds
+
+
+def starts_done(history: Sequence[Op]) -> int:
+    """How many nemesis starts were done (`took_effect`), instant ones (a membership change)
+    included: none means the run was not tested under faults, whatever it asked for."""
+    return sum(starts.done for starts in starts_by_kind(history).values())
 
 
 def _step(op: Op) -> tuple[str, str] | None:

@@ -27,6 +27,7 @@ from checkers.faults import windows
 from checkers.history import Op
 from checkers.node_data import NodeData, NodeDataError
 from checkers.node_data import read as read_nodes
+from contracts.history import NODE_EXIT, NODE_STATES, REVIVE
 from contracts.results import TEST, node_dirs, read_object
 
 MS_PER_NS = 1e-6
@@ -268,14 +269,14 @@ def fault_bands(history: Sequence[Op]) -> list[Band]:
 
 
 def _exit_bands(nemesis: Sequence[Op], end: float) -> list[Band]:
-    healed = [float(op["time"]) for op in nemesis if op["f"] in ("revive", "node-states")]
+    healed = [float(op["time"]) for op in nemesis if op["f"] in (REVIVE, NODE_STATES)]
     bands = []
     for op in nemesis:
         value = op.get("value")
-        if op["f"] != "node-exit" or not isinstance(value, dict):
+        if op["f"] != NODE_EXIT or not isinstance(value, dict):
             continue
         until = min((t for t in healed if t > float(op["time"])), default=end)
-        bands.append(Band("node-exit", float(op["time"]) * MS_PER_NS, until * MS_PER_NS,
+        bands.append(Band(NODE_EXIT, float(op["time"]) * MS_PER_NS, until * MS_PER_NS,
                           str(value.get("node", "")), int(op["index"]), NODE_EXIT_COLOR))
     return bands
 

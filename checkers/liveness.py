@@ -19,12 +19,13 @@ from typing import Any
 
 from checkers.history import Op
 from checkers.result import UNKNOWN, Anomalies
+from contracts.backend import TERMINATING
+from contracts.history import NODE_EXIT, NODE_STATES, REVIVE
 
 CRASHED = "node-crashed"
-NODE_EXIT, REVIVE, NODE_STATES = "node-exit", "revive", "node-states"
-# the signals that end a process from outside: an exit by one the harness did not send is no
-# crash of the program (SIGSEGV, SIGABRT and the like come from within: a crash)
-OUTSIDE = frozenset({"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP"})
+# the signals that end a process from outside (`TERMINATING`): an exit by one the harness did
+# not send is no crash of the program (SIGSEGV, SIGABRT and the like come from within: a crash)
+OUTSIDE = TERMINATING
 LOG_SUFFIX = ".log"
 NOT_NODE_LOGS = frozenset({"faultfs.log"})  # the harness's own, beside the node's
 MAX_LOG_MATCHES = 20  # per node: the first ones prove it, the rest would fill results.json

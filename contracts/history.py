@@ -33,6 +33,9 @@ NEMESIS = "nemesis"
 # take effect on nothing it chose (`nemesis.base.NoEffect`), or it raised
 NO_EFFECT = "no-effect"
 FAULT_FAILED = "fault-failed"
+# the liveness watch's lone ops (harness/liveness.py; docs/contracts.md, "Node liveness in the
+# history"): an exit the harness did not cause, the heal's restarts, which nodes run at the end
+NODE_EXIT, REVIVE, NODE_STATES = "node-exit", "revive", "node-states"
 
 
 class Follow(Protocol):

@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from contracts.backend import TERMINATING, Backend, BackendError
-from contracts.history import NEMESIS, History
+from contracts.history import NEMESIS, NODE_EXIT, NODE_STATES, REVIVE, History
 from contracts.target import DB
 
-NODE_EXIT, REVIVE, NODE_STATES = "node-exit", "revive", "node-states"
 LOG_LINES = 10  # the last lines of the node's log, in a `node-exit` op
 SEARCHED_LINES = 400  # the end of the log searched for the lines that say what went wrong
 ERROR_LINES = 5

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contracts.history import NODE_EXIT, NODE_STATES, REVIVE
+
 Op = dict[str, Any]
 # what a start's value says, in this order (a membership change: op, nodes, result)
 FIELDS = ("shape", "target", "op", "nodes", "result", "cut")
@@ -43,17 +45,17 @@ def nodes_table(history: list[Op]) -> list[str]:
         if op.get("process") != "nemesis":
             continue
         value = op.get("value") or {}
-        if op["f"] == "node-exit":
+        if op["f"] == NODE_EXIT:
             how = (f"killed by {value['signal']}" if value.get("signal")
                    else f"exited with status {value.get('status')}")
             last = (value.get("errors") or value.get("log") or [""])[-1]
             said = f": {last[:100]}" if last else ""
             lines.append(f"  {op['time'] / 1e9:7.1f}s {value.get('node')} {how}, not by the "
                          f"harness{said}")
-        elif op["f"] == "revive":
+        elif op["f"] == REVIVE:
             came = ", ".join(f"{node} {state}" for node, state in (value.get("nodes") or {}).items())
             lines.append(f"  {op['time'] / 1e9:7.1f}s started again at the heal: {came[:160]}")
-        elif op["f"] == "node-states" and value.get("down"):
+        elif op["f"] == NODE_STATES and value.get("down"):
             lines.append(f"  {op['time'] / 1e9:7.1f}s down at the end: "
                          f"{', '.join(value['down'])}")
     return ["nodes:", *lines] if lines else []
