@@ -20,6 +20,7 @@ fencing checker measures the history against.
 from __future__ import annotations
 
 import base64
+import math
 import random
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -74,6 +75,12 @@ class TestConfig:
         if not self.test_name:
             self.test_name = "-".join([self.target.replace(":", "."), self.workload,
                                        "+".join(self.nemesis) or "none"])
+
+    def fault_turns(self) -> int:
+        """How many nemesis turns come before the time limit: one every `nemesis_interval`, and
+        one due at the very end may lose the race with it. Each kind's first start takes a
+        turn, so fewer turns than kinds leave a kind that never starts (an UNKNOWN run)."""
+        return max(0, math.ceil(self.time_limit / self.nemesis_interval) - 1)
 
     def seeds(self) -> dict[str, int]:
         rng = random.Random(self.seed)

@@ -203,6 +203,19 @@ def _floors(text: str | None) -> dict[str, float]:
         raise UsageError(f"--min-availability: {exc}") from None
 
 
+def too_short(config: TestConfig) -> str | None:
+    """Said before the run, not after it: a time limit that leaves some requested kind no turn
+    to start makes the verdict UNKNOWN, whatever the system does."""
+    turns, kinds = config.fault_turns(), len(config.nemesis)
+    if turns >= kinds:
+        return None
+    least = (kinds + 1) * config.nemesis_interval
+    return (f"{config.time_limit:g}s with a fault turn every {config.nemesis_interval:g}s "
+            f"starts at most {turns} of the {kinds} fault kinds ({', '.join(config.nemesis)}), "
+            f"and a kind that never starts makes the run UNKNOWN: give --time-limit {least:g} "
+            f"or more, a shorter --nemesis-interval, or fewer kinds with --nemesis")
+
+
 def check_brokers(config: TestConfig) -> None:
     """The combinations that need brokers, or that brokers cannot run with, refused before
     anything is deployed (the target's power to deploy them is checked by `main`)."""
@@ -320,6 +333,8 @@ def main(argv: list[str]) -> int:
           f"{f' + {config.brokers} brokers' if config.brokers else ''}, nemesis "
           f"{'+'.join(config.nemesis) or 'none'}, {config.time_limit:g}s, seed {config.seed}",
           file=sys.stderr)
+    if warning := too_short(config):
+        print(f"kraft test: warning: {warning}", file=sys.stderr)
     _interrupt_once()
     workload = workloads.get(config.workload)
     try:

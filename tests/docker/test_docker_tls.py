@@ -38,7 +38,7 @@ def test_kraft_test_with_security_ssl_is_valid_on_docker(node_image: str, tmp_pa
     results = tmp_path / "results"
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "test", "--backend", "docker", "--node-config",
-         "security=ssl", "--time-limit", "15", "--results-dir", str(results)],
+         "security=ssl", "--time-limit", "20", "--results-dir", str(results)],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "KRAFT_LOCAL_DIR": str(tmp_path / "local")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -382,3 +382,30 @@ def test_a_kraft_process_skips_hypothesis_and_an_in_process_caller_keeps_it() ->
     assert in_process.stdout.strip().splitlines()[-1] == "True"
     assert kraft(["--help"]) == 0
     assert sys.modules.get("hypothesis", "not imported") is not None  # this pytest's own, untouched
+
+
+@pytest.mark.parametrize(("time_limit", "interval", "kinds", "warned"), [
+    (15, 5, ["partition", "pause", "kill"], True),  # turns at 5 and 10; one at 15 races the end
+    (20, 5, ["partition", "pause", "kill"], False),
+    (5, 1, ["kill"], False),
+    (3, 10, ["pause", "kill"], True),
+    (60, 5, [], False),
+])
+def test_a_time_limit_too_short_for_every_kind_to_start_is_said_before_the_run(
+        time_limit: float, interval: float, kinds: list[str], warned: bool) -> None:
+    config = TestConfig(nemesis=kinds, nemesis_interval=interval, time_limit=time_limit)
+    warning = test_cli.too_short(config)
+    assert (warning is not None) == warned
+    if warning:
+        least = (len(kinds) + 1) * interval
+        assert f"--time-limit {least:g} or more" in warning and "UNKNOWN" in warning
+
+
+def test_the_warning_is_printed_before_anything_is_deployed(tmp_path: Path) -> None:
+    done = subprocess.run(_kraft(tmp_path, "--time-limit", "3", "--nemesis", "pause,kill",
+                                 "--nemesis-interval", "10", "--rate", "20",
+                                 "--recovery-time", "1", "--seed", "2"),
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    before, _, _ = done.stderr.partition("phase: deploy")
+    assert "warning: 3s with a fault turn every 10s starts at most 0 of the 2 fault kinds" in before

@@ -75,7 +75,7 @@ def test_a_local_tls_run_is_valid(tmp_path: Path) -> None:
     results = tmp_path / "results"
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "test", "--backend", "local", "--node-config",
-         "security=ssl", "--time-limit", "15", "--results-dir", str(results)],
+         "security=ssl", "--time-limit", "20", "--results-dir", str(results)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "KRAFT_LOCAL_DIR": str(tmp_path / "local")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
