@@ -377,7 +377,10 @@ def _legend(bands: list[Band]) -> list[Any]:
     handles += [Line2D([], [], marker=m, color=c, linestyle="none", label=kind)
                 for kind, (m, c) in MARK_STYLES.items()]
     kinds = {b.kind: b.color for b in bands}
-    handles += [Patch(color=color, alpha=0.35, label=f"fault: {kind}") for kind, color in kinds.items()]
+    # a node that went down on its own is no fault the harness made: named as what it is
+    handles += [Patch(color=color, alpha=0.35,
+                      label="node exited on its own" if kind == NODE_EXIT else f"fault: {kind}")
+                for kind, color in kinds.items()]
     return handles
 
 

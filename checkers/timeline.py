@@ -30,6 +30,7 @@ from typing import Any
 from checkers import leaders
 from checkers.history import NEMESIS, Op, Pair, pairs
 from checkers.timeline_script import SCRIPT, STYLE
+from contracts.history import NODE_EXIT
 from contracts.results import TEST, read_object
 
 MAX_OPS = 200_000
@@ -222,7 +223,7 @@ def _header(title: str, data: dict[str, Any], found: bool) -> str:
     total, shown = data["total"], len(data["ops"])
     cut = f" ({shown} shown: the first {MAX_OPS}, and every op an anomaly names)" if shown < total else ""
     swatches = [(t, TYPE_COLORS[t], "") for t in TYPES]
-    swatches += [(f"fault: {kind}", color, " faint") for kind, color in
+    swatches += [(_band_name(kind), color, " faint") for kind, color in
                  {b[0]: b[4] for b in data["bands"]}.items()]
     roles = sorted({s[3] for s in data["spans"]}, key=list(leaders.ROLE_COLORS).index)
     swatches += [(f"node {r}", leaders.ROLE_COLORS[r], "") for r in roles]
@@ -235,11 +236,23 @@ def _header(title: str, data: dict[str, Any], found: bool) -> str:
                if data["nodes"] else "")
     return (f"<header><h1>{html.escape(title)}</h1><span class='facts'>{total} operations{cut} · "
             f"{data['end'] / 1e3:.1f} s · {len(data['processes'])} processes in {len(data['columns'])} columns · "
-            f"{len(data['bands'])} faults</span>"
+            f"{_band_counts(data['bands'])}</span>"
             "<span class='zoom'>zoom <button id='zoom-out' title='zoom out'>&minus;</button>"
             "<button id='zoom-in' title='zoom in'>+</button>"
             "<button id='zoom-fit' title='the whole run in one screen'>fit</button></span>"
             f"<div class='legend'>{legend}{aligned}</div></header>")
+
+
+def _band_name(kind: str) -> str:
+    return "node exited on its own" if kind == NODE_EXIT else f"fault: {kind}"
+
+
+def _band_counts(bands: list[list[Any]]) -> str:
+    """The faults the harness made, and apart from them the nodes that went down on their own:
+    a crash of the system under test is no fault of ours."""
+    exits = sum(1 for b in bands if b[0] == NODE_EXIT)
+    faults = f"{len(bands) - exits} faults"
+    return f"{faults} · {exits} node exit{'s' * (exits != 1)}" if exits else faults
 
 
 def _anomaly_list(anomalies: dict[str, Any], linked: set[int]) -> str:
@@ -267,7 +280,7 @@ def _marked_box(k: int, pair: Pair) -> str:
 
 def _band(i: int, band: leaders.Band, where: dict[int, int]) -> str:
     anchor = f" id='op-{band.start_index}'" if where.get(band.start_index) == -1 - i else ""
-    text = html.escape(f"fault: {band.kind} {band.nodes}".strip(), quote=True)
+    text = html.escape(f"{_band_name(band.kind)} {band.nodes}".strip(), quote=True)
     return f"<div{anchor} class='band' data-b='{i}' aria-label='{text}'></div>"
 
 

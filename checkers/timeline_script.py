@@ -317,7 +317,8 @@ SCRIPT = r"""
     return `${r[3] ? "two nodes claim leadership: " : "leader: "}${r[2]}\n${sec(r[0])} → ${sec(r[1])}`;
   }
   function describeBand(b) {
-    return `fault: ${b[0]} ${b[3]}\n${sec(b[1])} → ${sec(b[2])}  (${dur(b[2] - b[1])}), nemesis op #${b[5]}` +
+    const name = b[0] === "node-exit" ? "node exited on its own:" : `fault: ${b[0]}`;
+    return `${name} ${b[3]}\n${sec(b[1])} → ${sec(b[2])}  (${dur(b[2] - b[1])}), nemesis op #${b[5]}` +
            (D.alignment ? `\nnode lanes aligned: ${D.alignment}` : "");
   }
   function describe(el) {

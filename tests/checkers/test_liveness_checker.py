@@ -124,3 +124,15 @@ def test_the_timeline_draws_a_node_down_on_its_own_until_the_heal_brings_it_back
                _exit(7, "n3", -9, "SIGKILL"), _op(9, "node-states", {"running": ["n1"]})]
     bands = [(b.kind, b.start, b.end, b.nodes) for b in leaders.fault_bands(history)]
     assert bands == [("node-exit", 2000.0, 5000.0, "n2"), ("node-exit", 7000.0, 9000.0, "n3")]
+
+
+def test_the_timeline_page_counts_a_node_exit_apart_from_the_faults() -> None:
+    from checkers import timeline
+
+    history = [_op(1, "start-kill", {"nodes": ["n1"]}, "invoke"),
+               _op(2, "start-kill", {"nodes": ["n1"]}, "ok"),
+               _op(3, "stop-kill", None, "invoke"), _op(4, "stop-kill", None, "ok"),
+               _exit(5, "n2", 70), _op(6, "revive", {"nodes": {"n2": "running"}})]
+    html = timeline.page(history)
+    assert "1 faults · 1 node exit<" in html
+    assert "node exited on its own" in html and "fault: node-exit" not in html
