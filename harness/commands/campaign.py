@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # harness/commands/campaign.py -> the checkout
 EXIT_USAGE = 64
 PYTEST_USAGE = 4  # pytest's exit code for a command line it refuses
 
