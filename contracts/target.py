@@ -173,6 +173,13 @@ class Client(abc.ABC):
 
 
 class Target(abc.ABC):
+    """One implementation under test: what the harness asks of it before and around a run. Its
+    facts are the attributes below, its nodes are deployed by `db()` and spoken to by the
+    `clients`; every other method is an optional hook with a default that asks nothing, which
+    a target overrides when it needs to (the harness calls each of them on every target). The
+    powers over its nodes (kill, pause, name the leader, ...) are not here but on its DB, as
+    the protocols above. A guide with a whole example: docs/your-own-target.md."""
+
     name: str
     # logical port names the target's nodes listen on, with their in-host port numbers
     ports: dict[str, int]
@@ -204,6 +211,19 @@ class Target(abc.ABC):
     def workloads(self) -> list[str]:
         """Which workloads this target can run."""
         return list(self.clients)
+
+    def check_node_config(self, node_config: dict[str, str]) -> str | None:
+        """Why these `--node-config` settings (every node's, `kraft test --node-config K=V`)
+        cannot run on this target, as one line (a key the harness sets itself, a value the
+        program would refuse, a name it does not know); None when they can. Asked before
+        anything is deployed (`kraft test`, `kraft compare`: exit 64)."""
+        return None
+
+    def check_nodes(self, count: int) -> str | None:
+        """Why a cluster of `count` nodes cannot run on this target, as one line with what
+        would (NATS: at most 5 replicas of its stream); None when it can. Asked before
+        anything is deployed."""
+        return None
 
     def missing(self, backend: str) -> str | None:
         """What this machine lacks to run the target on backend `backend` ("local", "docker"),

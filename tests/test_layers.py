@@ -28,16 +28,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ("contracts", "checkers", "nemesis", "workloads", "harness", "reference_node")
 
-# package -> the top-level packages it must not import
+# package -> the top-level packages it must not import (nothing shipped imports examples/: it
+# shows a target written outside the harness, docs/your-own-target.md)
 FORBIDDEN: dict[str, frozenset[str]] = {
     "contracts": frozenset({"harness", "nemesis", "workloads", "checkers", "reference_node",
-                            "testkit", "tests"}),
-    "checkers": frozenset({"harness", "nemesis", "workloads", "testkit", "tests"}),
-    "nemesis": frozenset({"harness", "workloads", "checkers", "testkit", "tests"}),
-    "workloads": frozenset({"harness", "nemesis", "testkit", "tests"}),
-    "harness": frozenset({"testkit", "tests"}),
+                            "testkit", "tests", "examples"}),
+    "checkers": frozenset({"harness", "nemesis", "workloads", "testkit", "tests", "examples"}),
+    "nemesis": frozenset({"harness", "workloads", "checkers", "testkit", "tests", "examples"}),
+    "workloads": frozenset({"harness", "nemesis", "testkit", "tests", "examples"}),
+    "harness": frozenset({"testkit", "tests", "examples"}),
     "reference_node": frozenset({"harness", "nemesis", "workloads", "checkers", "contracts",
-                                 "testkit", "tests"}),
+                                 "testkit", "tests", "examples"}),
 }
 
 # Inside a package, modules that stay below others: module -> what it must not import. The Raft

@@ -226,8 +226,7 @@ def plan(args: argparse.Namespace, results_dir: Path,
         lacking = target.missing(backend.name)
         if lacking:
             raise UsageError(f"--targets: {name}: {lacking}")
-        check = getattr(target, "check_node_config", None)
-        problem = check(parse_node_config(settings[name])) if check is not None else None
+        problem = target.check_node_config(parse_node_config(settings[name]))
         if problem:
             raise UsageError(f"--node-config: {name}: {problem}")
         made[name] = target

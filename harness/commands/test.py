@@ -288,12 +288,10 @@ def prepare(config: TestConfig, nemesis_asked: bool = True) -> tuple[Target, Bac
     db = target.db()
     if config.brokers and not isinstance(db, CanDeployBrokers):
         raise UsageError(f"--brokers: target {config.target} has no broker nodes")
-    check = getattr(target, "check_node_config", None)
-    problem = check(config.node_settings()) if check is not None else None
+    problem = target.check_node_config(config.node_settings())
     if problem:
         raise UsageError(f"--node-config: {problem}")
-    sizes = getattr(target, "check_nodes", None)  # e.g. NATS: at most 5 replicas of its stream
-    problem = sizes(len(config.nodes)) if sizes is not None else None
+    problem = target.check_nodes(len(config.nodes))  # e.g. NATS: at most 5 replicas
     if problem:
         raise UsageError(f"--nodes: {problem}")
     backend, note = backends.make(config.backend)

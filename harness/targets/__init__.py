@@ -1,12 +1,19 @@
 """Targets: the implementations under test, by name (the interface is `contracts/target.py`).
 
 `get(name)` builds a target. Names are those of TARGETS; a name of the form `module:attribute`
-loads a target from any importable module (a plugin, or a test's own toy target).
+loads a target from any importable module (a plugin, `examples.toy:ToyTarget`, a test's own toy):
+the attribute may be a Target instance, a Target class, or a factory that makes one. The current
+directory is searched for the module too, after the import path, as `python -m` would search it
+(a console script's own path does not hold it), so that `kraft test --target mine:Target` finds
+`mine.py` where it is run. Writing one: docs/your-own-target.md.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from types import ModuleType
 
 from contracts.target import Target
 
@@ -27,14 +34,16 @@ def get(name: str) -> Target:
         raise UnknownTarget(f"unknown target {name!r}; one of: {', '.join(TARGETS)}")
     module_name, _, attribute = spec.partition(":")
     try:
-        factory = getattr(importlib.import_module(module_name), attribute)
+        made = getattr(_import(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise UnknownTarget(f"target {name!r} cannot be loaded: {exc}") from exc
-    if not callable(factory):
-        raise UnknownTarget(f"target {name!r}: {spec} is not a Target class or factory "
-                            f"(it is a {type(factory).__name__})")
+    if isinstance(made, Target):
+        return made
+    if not callable(made):
+        raise UnknownTarget(f"target {name!r}: {spec} is not a Target, a Target class or a "
+                            f"factory of one (it is a {type(made).__name__})")
     try:
-        target = factory()
+        target = made()
     except Exception as exc:
         raise UnknownTarget(f"target {name!r}: {spec}() failed: {type(exc).__name__}: {exc}"
                             ) from exc
@@ -42,3 +51,13 @@ def get(name: str) -> Target:
         raise UnknownTarget(f"target {name!r}: {spec}() made a {type(target).__name__}, "
                             "not a Target")
     return target
+
+
+def _import(module_name: str) -> ModuleType:
+    """The module, found on the import path or else in the current directory (appended to the
+    path, so that it never hides an installed module of the same name)."""
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.append(here)
+        importlib.invalidate_caches()
+    return importlib.import_module(module_name)

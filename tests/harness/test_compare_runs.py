@@ -1,7 +1,8 @@
 """`kraft compare` end to end on a small matrix (acceptance 5 of issue 14): the reference node and
-the toy target (tests/harness/toy_target.py, here made to lose its log on a kill, so that one
-column is INVALID) under kill, one seed each, run side by side; compare.json is then checked
-against each run's own results.json, as `kraft test` stored it."""
+the example target of docs/your-own-target.md (examples/toy.py, by its dotted name from the
+repository's root; here made to lose its log on a kill, so that one column is INVALID) under
+kill, one seed each, run side by side; compare.json is then checked against each run's own
+results.json, as `kraft test` stored it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).parent
-TOY = "toy_target:ToyTarget"
+ROOT = Path(__file__).resolve().parents[2]
+TOY = "examples.toy:ToyTarget"
 
 
 def _counts(results: dict[str, Any]) -> tuple[int, int]:
@@ -28,15 +29,14 @@ def _counts(results: dict[str, Any]) -> tuple[int, int]:
 @pytest.mark.slow
 def test_compare_reports_what_each_run_stored(tmp_path: Path) -> None:
     out, allure = tmp_path / "cmp", tmp_path / "allure"
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "KRAFT_LOCAL_DIR": str(tmp_path / "registry"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "KRAFT_LOCAL_DIR": str(tmp_path / "registry"), "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "compare", "--targets", f"reference,{TOY}",
          "--workloads", "append", "--nemesis", "kill", "--seeds", "1", "--time-limit", "5",
          "--nemesis-interval", "1", "--jobs", "2", "--backend", "local",
          "--node-config", f"{TOY}:lossy=true", "--results-dir", str(out),
          "--alluredir", str(allure)],
-        capture_output=True, text=True, env=env, timeout=240)
+        capture_output=True, text=True, env=env, timeout=240, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.rstrip().endswith(f"page:   {out / 'compare.html'}")
 

@@ -1,10 +1,14 @@
-"""A toy log server for harness tests: line-delimited JSON over TCP, one log per process.
+"""The toy's server: one append-only log of integers, line-delimited JSON over TCP.
 
-`--lossy` keeps the log in memory only, so that a kill loses acknowledged appends: a system the
-harness must find invalid. `--no-fsync` writes the log but never fsyncs it, so that only a power
-cut (the disk nemeses) loses acknowledged appends. A line torn by a power cut (no newline at the
-end) is cut off at start, as a checksummed log would drop it. `--crash-after S` makes the server
-crash S seconds after it starts: a fatal line in its log, exit status 70.
+Requests and replies, one JSON object a line: `{"op": "append", "value": V}` -> `{"offset": O}`;
+`{"op": "read", "from": F}` -> `{"hw": H, "records": [[O, V], ...]}` (every offset in [F, H)).
+The log is `<data>/log.txt`, one value a line, fsynced before an append is acknowledged; a last
+line torn by a power cut (no newline) is cut off at start, as a checksummed log would drop it.
+
+Three switches make it wrong, each in a way a checker catches (docs/your-own-target.md):
+`--lossy` keeps the log in memory only (a kill loses acknowledged appends), `--no-fsync` never
+fsyncs (only a power cut loses them), `--crash-after S` crashes S seconds after the start (a
+fatal line in its log, exit status 70).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ LOG: list[int] = []
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--lossy", action="store_true")
@@ -64,7 +69,7 @@ def main() -> None:
 
     socketserver.ThreadingTCPServer.allow_reuse_address = True
     socketserver.ThreadingTCPServer.daemon_threads = True
-    with socketserver.ThreadingTCPServer(("127.0.0.1", args.port), Handler) as server:
+    with socketserver.ThreadingTCPServer((args.host, args.port), Handler) as server:
         server.serve_forever()
 
 
