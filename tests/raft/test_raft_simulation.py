@@ -51,22 +51,26 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 # that no longer exposed their switch were re-pinned to the first that does, and the invariant
 # named is the first one the defect breaks, which since issue 21 may be an invariant of
 # behaviour, checked at the step that goes wrong rather than at the data loss it leads to) that
-# exposes it. Each seed is also clean without its switch.
+# exposes it. Each seed is also clean without its switch. Issue 41's election timers (Kafka's:
+# pre-vote again at once after a candidacy times out, no backoff after a lost pre-vote, a vote
+# restarting the voter's timer, EndQuorumEpoch's strict exponential delays) moved every schedule
+# again: resume-leader-after-restart 1 -> 32, no-check-quorum 2 -> 58, early-high-watermark
+# 56 -> 18, each the first seed that exposes it now.
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
     # A restarted leader leads its old epoch again, beside the leader elected meanwhile in that
-    # epoch: offset 303 of epoch 1, committed and acknowledged, is overwritten by the other's.
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 1, "NoAckedAppendLost"),
-    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
+    # epoch: offset 121 of epoch 2, committed and acknowledged, is overwritten by the other's.
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 32, "NoAckedAppendLost"),
+    (Unsafe.NO_CHECK_QUORUM, 58, "ZombieStepDown"),
     (Unsafe.STALE_LEADER_READS, 13, "ReadsLinearizable"),
     # A voter grants a (pre-)vote to a candidate whose log is behind its own (KIP-595 Vote
     # handling, step 4.2): caught at the grant, before any data is lost.
     (Unsafe.NO_LOG_CHECK, 0, "VoteForUpToDateLog"),
     # KAFKA-12619: a new leader exposes its HW before an entry of its own epoch is committed: it
-    # answers a read at a HW below an offset already acknowledged. (Seed
-    # 21 was caught by MajorityReachedHighWatermark only because it judged voters that had
-    # snapshotted past an entry committed before as not holding it; issue 41.)
-    (Unsafe.EARLY_HIGH_WATERMARK, 56, "ReadsLinearizable"),
+    # answers a read at a HW below an offset already acknowledged (node 1, HW 10 after offset 10
+    # was acknowledged). (Seed 21 was caught by MajorityReachedHighWatermark only because it
+    # judged voters that had snapshotted past an entry committed before as not holding it.)
+    (Unsafe.EARLY_HIGH_WATERMARK, 18, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate (caught at the second vote,
     # before two leaders of E follow from it).
@@ -235,13 +239,15 @@ STALE_FETCH_FAULTS = SimConfig(voters=3, faults=("delay-long", "crash", "partiti
 def test_a_fetch_answer_to_an_older_fetch_never_truncates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 21's stale DivergingEpoch: under delay-long, a leader answers a follower's old fetch
     (delivered 3 s late) with a DivergingEpoch for that old offset while the follower's newer fetch
-    is in flight. Acting on it truncates the follower below its high watermark (seed 119, node 3:
-    to 317 under HW 337); the core ignores answers to any fetch but the latest in flight."""
-    assert run_seed(119, STALE_FETCH_FAULTS).ok
+    is in flight. Acting on it truncates the follower below its high watermark (seed 215, node 2:
+    to 180 under HW 186; it was seed 119 until issue 41's election timers moved every schedule,
+    and 215 is the first that exposes it since); the core ignores answers to any fetch but the
+    latest in flight."""
+    assert run_seed(215, STALE_FETCH_FAULTS).ok
     from reference_node.raft import replication
 
     monkeypatch.setattr(replication, "answers_an_older_fetch", lambda core, request: False)
-    result = run_seed(119, STALE_FETCH_FAULTS)
+    result = run_seed(215, STALE_FETCH_FAULTS)
     assert result.violation is not None
     assert result.violation.invariant == "TruncateAboveHighWatermark"
     assert "below its high watermark" in result.violation.detail
