@@ -131,6 +131,7 @@ __all__ = [
 ]
 
 _BACKOFF_BASE_MS = 100
+"""Kafka's RETRY_BACKOFF_BASE_MS: the unit of a lost candidacy's random backoff."""
 
 MAX_EPOCH = 2**31 - 2
 """The highest epoch a node holds. Epochs are int32 on the wire and in the log, and a candidacy
@@ -200,7 +201,6 @@ class RaftCore:
         self.shutting_down = False
         self.halted: Fatal | None = None
         """Set once the core cannot go on (`Ready.fatal`): it steps no input any more."""
-        self.election_retries = 0
         self._out = Ready()
         qs = quorum_state or QuorumState()
         self.epoch = qs.leader_epoch
@@ -589,9 +589,11 @@ class RaftCore:
         t = self.config.election_timeout_ms
         return self.rng.randrange(t, 2 * t)
 
-    def election_backoff(self) -> int:
-        self.election_retries += 1
-        limit = 2 << min(self.election_retries - 1, 16)
+    def election_backoff(self, retries: int) -> int:
+        """A lost candidacy's backoff: Kafka's binaryExponentialElectionBackoffMs, random in
+        100 ms steps below 100 x 2^retries, capped at the backoff maximum (and floored at the
+        retry backoff)."""
+        limit = 2 << min(max(retries, 1) - 1, 20)
         return max(
             self.config.retry_backoff_ms,
             min(_BACKOFF_BASE_MS * self.rng.randrange(limit), self.config.election_backoff_max_ms),
@@ -729,10 +731,15 @@ class RaftCore:
 
     def grant_vote(self, candidate: int) -> None:
         """Vote for `candidate` in this epoch: durable before the response leaves (unless the
-        forget-vote switch drops it from the persisted state)."""
+        forget-vote switch drops it from the persisted state). The voter's election timer starts
+        again (Kafka's unattachedAddVotedState, prospectiveAddVotedState): the candidate it chose
+        has at least its own chance of winning, so it gives it a full election timeout."""
         self.voted_id = candidate
         self.persist()
-        self._state_event(self.state.name)
+        state = self.state
+        if isinstance(state, Unattached | Prospective) and state.election_deadline != NEVER:
+            state.election_deadline = self.now + self.random_election_timeout()
+        self._state_event(state.name)
 
     @property
     def may_campaign(self) -> bool:
@@ -744,16 +751,16 @@ class RaftCore:
             return Unattached(election_deadline=self.now + self.random_election_timeout())
         return Unattached()
 
-    def become_unattached(self, epoch: int, backoff: int | None = None) -> None:
+    def become_unattached(self, epoch: int, new_timeout: bool = False) -> None:
+        """Unattached in `epoch` (the vote kept in the same epoch). A voter's election timer is a
+        new random one from any other state, or when `new_timeout` (a rejected pre-vote)."""
         if epoch > self.epoch:
             self.epoch, self.voted_id = epoch, None
         self.leader_id = None
         self.persist()
         old = self.state
         state = self._new_unattached()
-        if backoff is not None and self.is_voter:
-            state.election_deadline = self.now + backoff
-        elif self.is_voter and isinstance(old, Unattached | Prospective | Candidate):
+        if self.is_voter and not new_timeout and isinstance(old, Unattached | Prospective | Candidate):
             # Kafka's QuorumState.transitionToUnattached: a voter already waiting to campaign
             # keeps its remaining election time. Restarting it on every newer epoch lets a
             # candidate whose log loses every vote, retrying within its backoff (< the election
@@ -767,7 +774,6 @@ class RaftCore:
         if epoch > self.epoch:
             self.voted_id = None
         self.epoch, self.leader_id = epoch, leader_id
-        self.election_retries = 0
         self.persist()
         self._set_state(Follower(fetch_deadline=self.now + self.config.fetch_timeout_ms))
         replication.maybe_fetch(self)
@@ -780,7 +786,12 @@ class RaftCore:
         if not self.may_campaign or self.epoch >= MAX_EPOCH:
             return  # at MAX_EPOCH: no epoch left to run in; it still votes and follows
         if self.config.pre_vote:
-            state = Prospective(election_deadline=self.now + self.random_election_timeout())
+            # Kafka's transitionToProspective: a lost candidacy's count goes on into the next.
+            old = self.state
+            state = Prospective(
+                election_deadline=self.now + self.random_election_timeout(),
+                retries=old.retries + 1 if isinstance(old, Candidate) else 1,
+            )
             state.granted.add(self.node_id)
             self._set_state(state)
             election.request_votes(self, pre_vote=True)
@@ -793,9 +804,15 @@ class RaftCore:
             return  # a stopping node never opens an epoch it would not stay to lead
         if self.epoch >= MAX_EPOCH:
             return  # the next epoch would not fit an int32 (see MAX_EPOCH)
+        old = self.state
+        if isinstance(old, Prospective):
+            retries = old.retries  # Kafka's transitionToCandidate
+        else:  # without pre-vote: the candidacies in a row, as before KIP-996
+            retries = old.retries + 1 if isinstance(old, Candidate) else 1
         self.epoch, self.leader_id, self.voted_id = self.epoch + 1, None, self.node_id
         self.persist()
-        state = Candidate(election_deadline=self.now + self.random_election_timeout())
+        state = Candidate(election_deadline=self.now + self.random_election_timeout(),
+                          retries=retries)
         state.granted.add(self.node_id)
         self._set_state(state)
         election.request_votes(self, pre_vote=False)
@@ -803,7 +820,6 @@ class RaftCore:
 
     def _become_leader(self, restart: bool = False) -> None:
         self.leader_id = self.node_id
-        self.election_retries = 0
         self.persist()
         start = self.log.epoch_start(self.epoch) if restart else None
         if start is None:
@@ -884,7 +900,6 @@ class RaftCore:
         granted = sorted(v for v in state.granted if v in self.voters and v != self.node_id)
         rest = [v for v in self.voters.sorted() if v != self.node_id and v not in granted]
         self.leader_id = self.node_id
-        self.election_retries = 0
         self.persist()
         resigned = self._new_resigned(tuple(granted + rest))
         resigned.election_deadline = NEVER
@@ -995,7 +1010,7 @@ def _tick_prospective(core: RaftCore) -> None:
     if core.shutting_down:
         return  # the pre-vote is abandoned (on_shutdown)
     if core.now >= state.election_deadline:
-        election.lose_prevote(core)
+        election.lose_prevote(core, rejected=False)
         return
     election.resend_votes(core, pre_vote=True)
 
@@ -1015,7 +1030,12 @@ def _tick_candidate(core: RaftCore) -> None:
             core.start_election() if core.config.pre_vote else core.become_candidate()
         return
     if core.now >= state.election_deadline:
-        state.backoff_until = core.now + core.election_backoff()
+        # Kafka's pollCandidate: a round that timed out undecided goes back to pre-vote at once
+        # (the backoff is for a round lost, `election.maybe_win`); before KIP-996, it backed off.
+        if core.config.pre_vote:
+            core.start_election()
+        else:
+            state.backoff_until = core.now + core.election_backoff(state.retries)
         return
     election.resend_votes(core, pre_vote=False)
 

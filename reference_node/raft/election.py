@@ -147,30 +147,36 @@ def on_vote_response(core: CoreOps, src: int, resp: VoteResponse) -> None:
 
 
 def maybe_win(core: CoreOps) -> None:
-    """Count the round: a majority of granted votes wins it, a majority of refusals loses it."""
+    """Count the round: a majority of granted votes wins it; it is lost once so many voters
+    refused that the rest could not make a majority (Kafka's EpochElection.isVoteRejected).
+    A lost candidacy backs off, a lost pre-vote gives up (Kafka's maybeHandleElectionLoss)."""
     state = core.state
     if not isinstance(state, Prospective | Candidate):
         return
-    majority = core.voters.majority
-    granted = sum(1 for v in state.granted if v in core.voters)
-    if granted >= majority:
+    voters = core.voters
+    granted = sum(1 for v in state.granted if v in voters)
+    refused = sum(1 for v in state.rejected if v in voters and v not in state.granted)
+    if granted >= voters.majority:
         if isinstance(state, Prospective):
             core.become_candidate()
         else:
             core.become_leader()
-    elif len(state.rejected) >= majority:
+    elif len(voters) - refused < voters.majority:
         if isinstance(state, Prospective):
-            lose_prevote(core)
+            lose_prevote(core, rejected=True)
         elif state.backoff_until is None:
-            state.backoff_until = core.now + core.election_backoff()
+            state.backoff_until = core.now + core.election_backoff(state.retries)
 
 
-def lose_prevote(core: CoreOps) -> None:
-    """A lost pre-vote goes back to the leader it had, or waits out a backoff unattached."""
+def lose_prevote(core: CoreOps, rejected: bool) -> None:
+    """A lost pre-vote (Kafka's prospectiveTransitionAfterElectionLoss) goes back to the leader it
+    had, or else unattached in its epoch. There, one refused waits a new random election timeout
+    before it asks again (Kafka's transitionToUnattached); one that timed out keeps its expired
+    timer, so it asks again at once."""
     if core.leader_id is not None and core.leader_id != core.node_id:
         core.become_follower(core.epoch, core.leader_id)
     else:
-        core.become_unattached(core.epoch, backoff=core.election_backoff())
+        core.become_unattached(core.epoch, new_timeout=rejected)
 
 
 # --- BeginQuorumEpoch -----------------------------------------------------------------------------
@@ -248,10 +254,11 @@ def _directory_ids(core: CoreOps, successors: tuple[int, ...]) -> tuple[uuid.UUI
 
 def successor_delay_ms(core: CoreOps, successors: tuple[int, ...],
                        directory_ids: tuple[uuid.UUID | None, ...] = ()) -> int:
-    """Election delay after EndQuorumEpoch: 0 for the first successor, then growing with the
-    position (retry backoff x 2^position, capped); the backoff maximum when not listed. An entry
-    of this id with another known directory is not this replica (Kafka's
-    endEpochElectionBackoff)."""
+    """Election delay after EndQuorumEpoch (Kafka's endEpochElectionBackoff and
+    strictExponentialElectionBackoffMs): 0 for the first successor; for position p of n, the
+    backoff maximum halved n - 1 times, doubled p - 1 times (1000 ms, 4 successors: 125, 250,
+    500 ms); the backoff maximum when not listed. An entry of this id with another known
+    directory is not this replica."""
     cap = core.config.election_backoff_max_ms
     mine = core.directory_id
     position = next((i for i, s in enumerate(successors) if s == core.node_id and (
@@ -261,7 +268,7 @@ def successor_delay_ms(core: CoreOps, successors: tuple[int, ...],
         return cap
     if position == 0:
         return 0
-    return min(cap, core.config.retry_backoff_ms << position)
+    return min(cap, (cap >> (len(successors) - 1)) << (position - 1))
 
 
 def on_end_quorum_request(core: CoreOps, src: int, req: EndQuorumEpochRequest) -> None:

@@ -67,6 +67,9 @@ class Prospective:
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
     vote_sent: dict[int, int] = field(default_factory=dict)
+    retries: int = 1
+    """Kafka's ProspectiveState.retries: the candidacies lost in a row before this round (+ 1),
+    carried into the candidacy it wins; 1 unless it follows a lost candidacy."""
 
     def deadline(self, now: int, request_timeout: int) -> int:
         return min(self.election_deadline, _min_sent(self.vote_sent, request_timeout))
@@ -74,7 +77,9 @@ class Prospective:
 
 @dataclass(slots=True)
 class Candidate:
-    """Voted for itself in a new epoch; leader on a majority, else backs off and tries again."""
+    """Voted for itself in a new epoch; leader on a majority. Refused by too many to win, it backs
+    off (`backoff_until`) and tries again; timed out, it asks again at once with pre-vote, after a
+    backoff without (Kafka's pollCandidate after and before KIP-996)."""
 
     name = "candidate"
     election_deadline: int
@@ -82,6 +87,9 @@ class Candidate:
     rejected: set[int] = field(default_factory=set)
     vote_sent: dict[int, int] = field(default_factory=dict)
     backoff_until: int | None = None
+    retries: int = 1
+    """Kafka's CandidateState.retries: how many candidacies in a row this one is (the exponent of
+    its backoff)."""
 
     def deadline(self, now: int, request_timeout: int) -> int:
         if self.backoff_until is not None:

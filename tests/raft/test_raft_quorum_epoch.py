@@ -108,14 +108,21 @@ def test_end_quorum_first_successor_campaigns_at_once() -> None:
     assert core.state_name == "prospective"
 
 
-def test_end_quorum_delay_grows_with_position() -> None:
-    delays = []
-    for successors in ((3, 1), (3, 2, 1), (3, 2)):
-        core = make(node_id=1, voters=(1, 2, 3, 4), qs=QuorumState(3, 4, None))
-        deliver(core, 4, end(3, successors, leader=4))
-        delays.append(core.next_deadline_ms() - core.now)
-    assert 0 < delays[0] < delays[1] <= delays[2]
-    assert delays[2] == core.config.election_backoff_max_ms  # not listed
+def test_end_quorum_delay_is_kafkas_strict_exponential_backoff() -> None:
+    """Kafka's strictExponentialElectionBackoffMs: position p of n successors waits the backoff
+    maximum halved n - 1 times and doubled p - 1 times (1000 ms, 4 successors: 125, 250, 500
+    ms), the first none, one not listed the maximum. (Before, retry backoff x 2^p: 40 ms for the
+    second of four, where a Kafka voter waits 125 ms.)"""
+    def delay(successors: tuple[int, ...]) -> int:
+        core = make(node_id=1, voters=(1, 2, 3, 4, 5), qs=QuorumState(3, 5, None))
+        deliver(core, 5, end(3, successors, leader=5))
+        return core.next_deadline_ms() - core.now
+
+    cap = RaftConfig().election_backoff_max_ms
+    assert [delay(s) for s in ((1, 2, 3, 4), (2, 1, 3, 4), (2, 3, 1, 4), (2, 3, 4, 1))] == \
+        [0, 125, 250, 500]
+    assert delay((2, 1)) == delay((2, 3, 1)) == 500
+    assert delay((2, 3, 4)) == cap  # not listed
 
 
 def test_end_quorum_successor_of_another_directory_is_not_this_replica() -> None:

@@ -4,13 +4,16 @@ import dataclasses
 
 import pytest
 
+from reference_node.raft.api import TRUNCATION_BELOW_HIGH_WATERMARK
 from reference_node.raft.config import Unsafe
-from reference_node.raft.messages import Message
+from reference_node.raft.messages import DivergingEpoch, FetchResponse, Message
 from reference_node.raft.voters import VoterSet
 from reference_node.sim.faults import ALONGSIDE, FAULTS, parse_faults
 from reference_node.sim.invariants import Violation
 from reference_node.sim.rpc import Rpc
 from reference_node.sim.simulation import SimConfig, Simulation, run_seed
+from testkit.raft_cluster import Delivery
+from testkit.raft_scenario import ScenarioRun
 
 SHORT = 12_000
 TAKING_TURNS = tuple(f for f in FAULTS if f not in ALONGSIDE)
@@ -48,22 +51,26 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 # that no longer exposed their switch were re-pinned to the first that does, and the invariant
 # named is the first one the defect breaks, which since issue 21 may be an invariant of
 # behaviour, checked at the step that goes wrong rather than at the data loss it leads to) that
-# exposes it. Each seed is also clean without its switch.
+# exposes it. Each seed is also clean without its switch. Issue 41's election timers (Kafka's:
+# pre-vote again at once after a candidacy times out, no backoff after a lost pre-vote, a vote
+# restarting the voter's timer, EndQuorumEpoch's strict exponential delays) moved every schedule
+# again: resume-leader-after-restart 1 -> 32, no-check-quorum 2 -> 58, early-high-watermark
+# 56 -> 18, each the first seed that exposes it now.
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
     # A restarted leader leads its old epoch again, beside the leader elected meanwhile in that
-    # epoch: offset 303 of epoch 1, committed and acknowledged, is overwritten by the other's.
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 1, "NoAckedAppendLost"),
-    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
+    # epoch: offset 121 of epoch 2, committed and acknowledged, is overwritten by the other's.
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 32, "NoAckedAppendLost"),
+    (Unsafe.NO_CHECK_QUORUM, 58, "ZombieStepDown"),
     (Unsafe.STALE_LEADER_READS, 13, "ReadsLinearizable"),
     # A voter grants a (pre-)vote to a candidate whose log is behind its own (KIP-595 Vote
     # handling, step 4.2): caught at the grant, before any data is lost.
     (Unsafe.NO_LOG_CHECK, 0, "VoteForUpToDateLog"),
     # KAFKA-12619: a new leader exposes its HW before an entry of its own epoch is committed: it
-    # answers a read at a HW below an offset already acknowledged. (Seed
-    # 21 was caught by MajorityReachedHighWatermark only because it judged voters that had
-    # snapshotted past an entry committed before as not holding it; issue 41.)
-    (Unsafe.EARLY_HIGH_WATERMARK, 56, "ReadsLinearizable"),
+    # answers a read at a HW below an offset already acknowledged (node 1, HW 10 after offset 10
+    # was acknowledged). (Seed 21 was caught by MajorityReachedHighWatermark only because it
+    # judged voters that had snapshotted past an entry committed before as not holding it.)
+    (Unsafe.EARLY_HIGH_WATERMARK, 18, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate (caught at the second vote,
     # before two leaders of E follow from it).
@@ -155,30 +162,67 @@ def test_crash_after_vote_alone_exposes_forget_vote_and_nothing_else() -> None:
         assert clean.ok, (seed, clean.violation)
 
 
-FOUND_WITH = ("drop", "delay", "delay-long", "duplicate", "reorder", "partition-halves",
-              "partition-isolate", "partition-leader", "partition-ring", "partition-bridge",
-              "crash", "shutdown", "lagging-follower", "corrupt-snapshot", "crash-after-vote")
+DIVERGED_FOLLOWER = """cluster voters=1,2,3 down=1,2,3
+disk 1 epoch=2 log=1,1,2,2
+disk 2 epoch=3 log=1,1,3
+disk 3 epoch=3 log=1,1,3
+restart 1
+restart 2
+restart 3
+tick 3 +2000
+deliver
+deliver
+deliver
+deliver
+deliver
+deliver"""
+"""Scenario 04's opening (tests/raft/scenarios/04_diverging_epoch.txt): node 3 leads epoch 4 and
+answers node 1's first fetch with DivergingEpoch(1, 2), the answer left in flight."""
 
 
-def test_a_duplicated_response_reaches_the_requester_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A duplicated response reaches the core once: the host's RPC layer matches responses to
-    requests by correlation id and drops a copy no request awaits. Handed every copy, the core of
-    seed 135 truncates below its high watermark. (Under the faults it was found with, named here
-    in their order of then: since fsync-stall joined them, no seed of 0-999 hands the core such a
-    copy at such a moment.)"""
-    config = SimConfig(faults=FOUND_WITH)
-    assert run_seed(135, config).ok
-    admit = Rpc.admit
+@pytest.mark.parametrize("every_copy", [False, True], ids=["rpc-layer", "every-copy"])
+def test_a_duplicated_response_reaches_the_requester_once(
+        monkeypatch: pytest.MonkeyPatch, every_copy: bool) -> None:
+    """A duplicated response reaches the core once: the host's RPC layer (sim/rpc.py, the
+    simulator's and testkit's) matches responses to requests by correlation id and drops a copy
+    no request awaits. Handed every copy, a follower acts on a DivergingEpoch answer twice: the
+    copy that arrives after it fetched past the divergence and learned a higher high watermark
+    truncates it below that watermark, and the core halts. (The simulator found it with seed 135
+    under drop, delay, duplicate, reorder, partitions, crash, shutdown, lagging-follower,
+    corrupt-snapshot and crash-after-vote; issue 41's election timers moved every schedule, and
+    that seed no longer hands the core such a copy at such a moment: rather than hunt for another
+    seed that does, the exchange is driven here, where no schedule can move it.)"""
+    if every_copy:
+        admit = Rpc.admit
 
-    def admit_every_copy(self: Rpc, src: int, message: Message, rid: int) -> bool:
-        admit(self, src, message, rid)
-        return True
+        def admit_every_copy(self: Rpc, src: int, message: Message, rid: int) -> bool:
+            admit(self, src, message, rid)
+            return True
 
-    monkeypatch.setattr(Rpc, "admit", admit_every_copy)
-    result = run_seed(135, config)
-    assert result.violation is not None
-    assert result.violation.invariant == "TruncateAboveHighWatermark"
-    assert "below its high watermark" in result.violation.detail
+        monkeypatch.setattr(Rpc, "admit", admit_every_copy)
+    run = ScenarioRun()
+    for command in DIVERGED_FOLLOWER.splitlines():
+        run.execute(command)
+    cluster = run.cluster
+    answer = cluster.in_flight[0]
+    assert answer.dst == 1 and isinstance(answer.message, FetchResponse)
+    assert answer.message.diverging_epoch == DivergingEpoch(1, 2)
+    cluster.duplicate(0)
+    copy = cluster.drop(len(cluster.in_flight) - 1)  # held back; the first copy goes on
+    cluster.settle()  # node 1 truncates from 2 and fetches epochs 3 and 4
+    cluster.append(3, (b"x",))
+    cluster.settle()
+    assert cluster.core(1).hw == 4 and cluster.core(1).log.end_offset == 5
+    halted: list[str] = []
+    cluster.on_ready = lambda node, ready: halted.extend(
+        [ready.fatal.name] if ready.fatal is not None else [])
+    cluster.in_flight.append(copy)
+    delivery = cluster.deliver(len(cluster.in_flight) - 1)
+    if every_copy:
+        assert delivery is Delivery.DELIVERED and halted == [TRUNCATION_BELOW_HIGH_WATERMARK]
+        assert not cluster.hosts[1].up
+    else:
+        assert delivery is Delivery.UNASKED and not halted and cluster.hosts[1].up
 
 
 def test_fault_names_are_validated() -> None:
@@ -195,13 +239,15 @@ STALE_FETCH_FAULTS = SimConfig(voters=3, faults=("delay-long", "crash", "partiti
 def test_a_fetch_answer_to_an_older_fetch_never_truncates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 21's stale DivergingEpoch: under delay-long, a leader answers a follower's old fetch
     (delivered 3 s late) with a DivergingEpoch for that old offset while the follower's newer fetch
-    is in flight. Acting on it truncates the follower below its high watermark (seed 119, node 3:
-    to 317 under HW 337); the core ignores answers to any fetch but the latest in flight."""
-    assert run_seed(119, STALE_FETCH_FAULTS).ok
+    is in flight. Acting on it truncates the follower below its high watermark (seed 215, node 2:
+    to 180 under HW 186; it was seed 119 until issue 41's election timers moved every schedule,
+    and 215 is the first that exposes it since); the core ignores answers to any fetch but the
+    latest in flight."""
+    assert run_seed(215, STALE_FETCH_FAULTS).ok
     from reference_node.raft import replication
 
     monkeypatch.setattr(replication, "answers_an_older_fetch", lambda core, request: False)
-    result = run_seed(119, STALE_FETCH_FAULTS)
+    result = run_seed(215, STALE_FETCH_FAULTS)
     assert result.violation is not None
     assert result.violation.invariant == "TruncateAboveHighWatermark"
     assert "below its high watermark" in result.violation.detail

@@ -2,7 +2,7 @@
 
 from raft_helpers import CLUSTER, deliver, entries, make, only, tick
 
-from reference_node.raft.api import QuorumState
+from reference_node.raft.api import QuorumState, Tick
 from reference_node.raft.config import RaftConfig, Unsafe
 from reference_node.raft.messages import ErrorCode, VoteRequest, VoteResponse
 
@@ -188,6 +188,72 @@ def test_candidate_backs_off_after_majority_rejects() -> None:
     assert 5000 < deadline <= 5000 + core.config.election_backoff_max_ms
     tick(core, deadline)
     assert core.state_name == "candidate" and core.epoch == 2
+
+
+def test_a_candidate_refused_by_half_of_four_voters_has_lost() -> None:
+    """Kafka's EpochElection.isVoteRejected: a round is lost once the voters left to answer could
+    not make a majority with the grants, not only once a majority refused. Of four voters, two
+    refusals leave at most two grants of the three needed: it backs off at once."""
+    core = make(voters=(1, 2, 3, 4), config=RaftConfig(pre_vote=False))
+    tick(core, 5000)
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 1, False))
+    assert core.state.backoff_until is None  # type: ignore[union-attr]
+    deliver(core, 3, VoteResponse(ErrorCode.none, -1, 1, False))
+    assert core.state_name == "candidate"
+    assert core.next_deadline_ms() <= 5000 + core.config.election_backoff_max_ms
+
+
+def test_a_lost_candidacy_backoff_counts_candidacies_in_a_row() -> None:
+    """Kafka's retries (CandidateState, ProspectiveState): a lost candidacy's count goes on
+    through the pre-vote that follows it into the next candidacy, whose backoff doubles its
+    range; a lost pre-vote ends the run, and the next candidacy counts 1 again."""
+    core = make()
+    tick(core, 5000)
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 0, True, True))
+    assert core.state_name == "candidate" and core.state.retries == 1  # type: ignore[union-attr]
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 1, False))
+    deliver(core, 3, VoteResponse(ErrorCode.none, -1, 1, False))
+    tick(core, core.next_deadline_ms())
+    assert core.state_name == "prospective" and core.state.retries == 2  # type: ignore[union-attr]
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 1, True, True))
+    assert core.state_name == "candidate" and core.state.retries == 2  # type: ignore[union-attr]
+    tick(core, core.state.election_deadline)  # type: ignore[union-attr]
+    assert core.state_name == "prospective" and core.state.retries == 3  # type: ignore[union-attr]
+    deliver(core, 2, VoteResponse(ErrorCode.none, -1, 2, False, True))
+    deliver(core, 3, VoteResponse(ErrorCode.none, -1, 2, False, True))
+    assert core.state_name == "unattached"
+    tick(core, core.next_deadline_ms())
+    assert core.state_name == "prospective" and core.state.retries == 1  # type: ignore[union-attr]
+
+
+def test_a_lost_candidacy_backs_off_within_its_run_s_range() -> None:
+    """The first candidacy after a lost pre-vote backs off 0-100 ms (Kafka's
+    binaryExponentialElectionBackoffMs with retries 1, floored at the retry backoff), whatever
+    pre-votes were lost before it: each seed's backoff is at most 100 ms."""
+    for seed in range(20):
+        core = make(seed=seed)
+        tick(core, 5000)
+        for _ in range(3):  # pre-votes refused, three times over
+            deliver(core, 2, VoteResponse(ErrorCode.none, -1, 0, False, True))
+            deliver(core, 3, VoteResponse(ErrorCode.none, -1, 0, False, True))
+            tick(core, core.next_deadline_ms())
+        assert core.state_name == "prospective"
+        deliver(core, 2, VoteResponse(ErrorCode.none, -1, 0, True, True))
+        deliver(core, 2, VoteResponse(ErrorCode.none, -1, 1, False))
+        deliver(core, 3, VoteResponse(ErrorCode.none, -1, 1, False))
+        assert core.next_deadline_ms() - core.now <= 100, seed
+
+
+def test_granting_a_vote_restarts_a_prospective_s_election_timer() -> None:
+    """Kafka's prospectiveAddVotedState: a prospective without a leader that grants a Vote in its
+    epoch stays prospective, with a new election timeout from the grant."""
+    core = make(qs=QuorumState(2, None, None))
+    tick(core, 5000)
+    assert core.state_name == "prospective"
+    core.step(Tick(5900))
+    assert answer(core, 3, vote(2, cand=3)).vote_granted
+    assert core.state_name == "prospective" and core.voted_id == 3
+    assert 5900 + 1000 <= core.state.election_deadline < 5900 + 2000  # type: ignore[union-attr]
 
 
 def test_election_timeout_is_randomized_in_range() -> None:
