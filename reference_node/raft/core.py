@@ -661,11 +661,14 @@ class RaftCore:
             return ErrorCode.invalid_request
         if route.voters_only and self.kraft_version < 1 and \
                 (not self.is_voter or req.sender not in self.voters):
-            # kraft.version 0 (static voters) only, as Kafka 3.9's validateVoterOnlyRequest:
-            # with voters in the log a replica may not have the record that made the sender, or
+            # kraft.version 0 (static voters) only, as Kafka up to 3.7 refused it; Kafka 3.8+'s
+            # validateVoterOnlyRequest checks no voter set at all (docs/contracts.md). With
+            # voters in the log a replica may not have the record that made the sender, or
             # itself, a voter yet (a new voter gets the leader's BeginQuorumEpoch, and may
-            # campaign, before every voter has fetched its VotersRecord). The voter key still
-            # names the receiver, and a candidate counts only its own voters' grants.
+            # campaign, before every voter has fetched its VotersRecord): there we do as Kafka.
+            # The voter key still names the receiver, and a candidate counts only its own
+            # voters' grants. A static set is the same on every node by configuration: a request
+            # from outside it is a stray or misconfigured replica, refused before its epoch.
             return ErrorCode.inconsistent_voter_set
         return None
 
