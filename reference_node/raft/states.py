@@ -263,6 +263,8 @@ class SnapshotState:
     taken_ms: dict[SnapshotId, int] = field(default_factory=dict)
     bytes_at: dict[SnapshotId, int] = field(default_factory=dict)
     """The counter at each snapshot's end."""
+    sizes: dict[SnapshotId, int] = field(default_factory=dict)
+    """Each durable snapshot's file size, once retention asked the host's store for it."""
     applied_bytes: int = 0
     start_bytes: int = 0
     """The counter at the log start offset."""
@@ -300,3 +302,4 @@ class SnapshotState:
         self.durable = [s for s in self.durable if s >= snapshot_id]
         self.taken_ms = {s: t for s, t in self.taken_ms.items() if s >= snapshot_id}
         self.bytes_at = {s: b for s, b in self.bytes_at.items() if s >= snapshot_id}
+        self.sizes = {s: n for s, n in self.sizes.items() if s >= snapshot_id}

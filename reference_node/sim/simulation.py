@@ -89,8 +89,9 @@ class SimConfig:
     """`metadata.log.max.record.bytes.between.snapshots`: small, so that every node snapshots
     every 15-20 entries and a follower away for a few seconds must install one."""
     retention_bytes: int = 3072
-    """`metadata.max.retention.bytes`: a few snapshots' worth, so that short absences still
-    catch up from the log and long ones need a snapshot."""
+    """`metadata.max.retention.bytes`, the log and the snapshot files (~440 bytes each)
+    together: one or two snapshot intervals of log besides them, so that short absences still catch
+    up from the log and long ones need a snapshot."""
     snapshot_interval_ms: int = 5000
     retention_ms: int = 10_000
     snapshot_chunk_bytes: int = 128
