@@ -126,6 +126,10 @@ class RaftConfig:
     fetch_max_entries: int = 64
     """How many entries one Fetch response carries at most (Kafka bounds it by bytes)."""
     pre_vote: bool = True
+    controller_listener: str | None = None
+    """Kafka's default listener, the first of `controller.listener.names`: an UpdateRaftVoter
+    must name the voter's endpoint on it (INVALID_REQUEST otherwise); None: any endpoint will
+    do."""
     snapshot_max_record_bytes: int = 20 * 1024 * 1024
     """Kafka's `metadata.log.max.record.bytes.between.snapshots`: snapshot once this many bytes
     of records were applied since the last snapshot (record bytes as `entry_bytes` counts them)."""
