@@ -2,27 +2,17 @@
 
 Theory of operation. A change is one VotersRecord holding the whole new set, appended by the
 leader; it is in effect from that moment on every replica that has it (`VoterHistory`), and done
-when it commits. Hence the rules, Kafka's:
-
-- One change at a time: while a VotersRecord is uncommitted, or the leader has not yet committed
-  an entry of its own epoch (it cannot know which set is committed), a change is refused with
-  REQUEST_TIMED_OUT. With one voter added or removed per
-  change, the majorities of the committed and the new set overlap (`voters.overlapping`).
-- A voter is added only once it has answered the leader's ApiVersions request, supporting the
-  finalized kraft.version, and is caught up when it answers (Kafka's AddVoterHandler: it asks, then
-  checks once, and appends or refuses with INVALID_REQUEST or REQUEST_TIMED_OUT): the leader has
-  seen the replica (its id *and* directory id) reach its log end, and fetch within the hour
-  (`caught_up`). No answer within the request timeout is REQUEST_TIMED_OUT; while one is awaited,
-  the add holds any other change off.
-- A leader that removes itself leads on (not counting itself toward the high watermark: it is not
-  a voter of the set in effect) until the new set commits, then resigns (KAFKA-16530).
-- A voter keeps its own entry true: following a leader, it sends UpdateRaftVoter when the set
-  names it otherwise than it is (its endpoints, its kraft.version levels; `maybe_update_self`),
-  and the leader appends the set so updated (`on_update_voter_request`).
-
-An add's or a removal's answer (`VoterChangeReply`) goes out when the new set commits
-(`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's as soon as it is
-appended (Kafka's UpdateVoterHandler).
+when it commits. Kafka's rules: one change at a time (refused with REQUEST_TIMED_OUT while a
+VotersRecord is uncommitted, an add awaits its answer, or the leader has committed nothing of its
+epoch), so that the majorities of the committed and the new set overlap (`voters.overlapping`).
+An add first asks the replica's ApiVersions (Kafka's AddVoterHandler) and, on the answer, checks
+its kraft.version levels and that it is caught up (`caught_up`), then appends or refuses. A
+leader that removes itself leads on, not counting itself, until the new set commits, then resigns
+(KAFKA-16530). A voter keeps its own entry true: following a leader, it sends UpdateRaftVoter when
+the set names it otherwise than it is (`maybe_update_self`), and the leader appends the updated
+set (`on_update_voter_request`). An add's or a removal's answer (`VoterChangeReply`) goes out when
+the new set commits (`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's
+as soon as it is appended (Kafka's UpdateVoterHandler). The order of the checks: docs/contracts.md.
 """
 
 from __future__ import annotations

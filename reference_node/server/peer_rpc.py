@@ -1,26 +1,21 @@
 """`PeerRpc`: the requests the core sends to other nodes, their answers stepped back, and where
 the other nodes are learned from.
 
-A Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, a voter's own
-UpdateRaftVoter) goes out through `Peers` on its own task; the answer is stepped back at once
-(`Pump.step_now`: a follower's Fetch is on the commit path), paired with its request
-(`Receive.in_reply_to`), so that the core can ignore an answer to a fetch that a newer one
-superseded. A send that fails is only logged: the core's
-timers retry. On a broker (issue 17), BrokerRegistration and BrokerHeartbeat go to the controller
-the core follows, and their answers are stepped back the same way. A leader's ApiVersions to a
-replica it is about to add (KIP-853) goes to the endpoint the request names, and its answer (the
-replica's `kraft.version` levels, or an error when it could not be sent) is stepped back too.
+A Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, UpdateRaftVoter)
+goes out through `Peers` on its own task; the answer is stepped back at once (`Pump.step_now`: a
+follower's Fetch is on the commit path), paired with its request (`Receive.in_reply_to`), so that
+the core can ignore an answer to a request a newer one superseded. A failed send is only logged:
+the core's timers retry. A broker's BrokerRegistration and BrokerHeartbeat go to the controller
+the core follows, a leader's ApiVersions to the replica it is about to add (at the endpoint the
+AddRaftVoter names; a failed send is answered with an error); their answers are stepped back too.
 
 Peers learn where each voter is from every voter set the core puts in effect (`Ready.voters`, the
-endpoint of the controller listener), before that Ready's messages go out, so that
-BeginQuorumEpoch reaches a voter just added. An observer that knows no voter set finds the leader
-through the bootstrap servers (pseudo ids -2, -3, ...): a Fetch that a bootstrap server answers
-without error was answered by the leader of that epoch (only a leader serves a Fetch), so the
-leader it names is at that address. A bootstrap server that is not the leader names the leader's
-id only (our Fetch responses' NodeEndpoints carry the responder's own client address, not Kafka's
-leader endpoint), so the observer tries the bootstrap servers again after its fetch timeout, until
-it meets the leader or learns the voter set from the log. The client addresses the voters
-announce in their messages are kept in `learned` (what Metadata advertises).
+controller listener's endpoint), before that Ready's messages go out. An observer that knows no
+voter set finds the leader through the bootstrap servers (pseudo ids -2, -3, ...): a Fetch that a
+bootstrap server answers without error was answered by the leader (only a leader serves one), so
+the leader it names is there; one that is not the leader names the leader's id only, so the
+observer tries them again after its fetch timeout. The client addresses the voters announce in
+their messages are kept in `learned` (what Metadata advertises).
 """
 
 from __future__ import annotations
