@@ -39,7 +39,7 @@ from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
 from reference_node.raft.image import Image
 from reference_node.raft.messages import Entry, Message
-from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
+from reference_node.raft.voters import SUPPORTED_KRAFT_VERSIONS, Voter, VoterEndpoint, VoterSet
 from reference_node.sim.rpc import Rpc
 
 CLUSTER_ID = "test-cluster"
@@ -95,6 +95,10 @@ class Host:
     node_id: int
     disk: Disk = field(default_factory=Disk)
     directory_id: uuid.UUID | None = None
+    endpoints: tuple[VoterEndpoint, ...] = ()
+    """Where the node says it is reached (`RaftCore(endpoints=...)`): `endpoint(node_id)`
+    unless a test moves it; a voter whose entry in the voter set differs updates it."""
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS
     formatted: int = 0
     """How many times the node was re-formatted (`wipe`)."""
     core: RaftCore | None = None
@@ -140,7 +144,8 @@ class Cluster:
         self.on_ready = on_ready
         self.kraft_version = kraft_version
         self.now = 0
-        self.hosts = {n: Host(n) for n in (*self.voters, *self.observers)}
+        self.hosts = {n: Host(n, endpoints=(endpoint(n),))
+                      for n in (*self.voters, *self.observers)}
         self.bootstrap: Image | None = None
         """The checkpoint every node is formatted with (kraft.version 1), or None (static)."""
         self.bootstrap_servers: dict[int, int] = {}
@@ -183,7 +188,8 @@ class Cluster:
             node, None if self.bootstrap is not None else self.voters, CLUSTER_ID, self.config,
             rng, self.now, host.disk.quorum_state, tuple(host.disk.log),
             image=image.copy() if image is not None else None, directory_id=host.directory_id,
-            bootstrap=tuple(self.bootstrap_servers),
+            bootstrap=tuple(self.bootstrap_servers), endpoints=host.endpoints,
+            kraft_versions=host.kraft_versions,
         )
         host.disk.flushed = len(host.disk.log)
         self._carry_out(host)
@@ -198,7 +204,8 @@ class Cluster:
     def voter(self, node: int) -> Voter:
         """Replica `node` as a VotersRecord (and an AddRaftVoter) names it: its id, its current
         directory id, its endpoint."""
-        return Voter(node, self.hosts[node].directory_id, (endpoint(node),))
+        host = self.hosts[node]
+        return Voter(node, host.directory_id, host.endpoints, host.kraft_versions)
 
     def wipe(self, node: int, checkpoint: bool = True) -> None:
         """A new disk, re-formatted with a new directory id: a replica the voter set does not

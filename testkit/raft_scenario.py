@@ -240,6 +240,7 @@ class ScenarioRun:
             "crash": self.cmd_crash,
             "restart": self.cmd_restart,
             "state": self.cmd_state,
+            "voters": self.cmd_voters,
         }
 
     @property
@@ -403,7 +404,28 @@ class ScenarioRun:
                         f"log={show(disk.log)} lost={show(lost)}")
 
     def cmd_restart(self, args: list[str]) -> None:
-        self.cluster.start(self.node(args[0]))
+        """`restart N [host=NAME] [kraft=LO..HI]`: N starts from its disk, announcing its
+        controller listener on host NAME, or supporting those kraft.version levels."""
+        node = self.node(args[0])
+        host = self.cluster.hosts[node]
+        options = _options(args[1:])
+        if "host" in options:
+            host.endpoints = tuple(dataclasses.replace(e, host=options.pop("host"))
+                                   for e in host.endpoints)
+        if "kraft" in options:
+            low, _, high = options.pop("kraft").partition("..")
+            host.kraft_versions = (int(low), int(high))
+        if options:
+            raise ScenarioError(f"unknown restart option(s) {', '.join(options)}")
+        self.cluster.start(node)
+
+    def cmd_voters(self, args: list[str]) -> None:
+        """`voters N`: the voter set in effect at N, each voter as `id@host:port:dir` and the
+        kraft.version levels it supports."""
+        core = self.cluster.core(self.node(args[0]))
+        for voter in core.voters:
+            low, high = voter.kraft_versions
+            self.out.append(f"{voter.describe()} kraft={low}..{high}")
 
     def cmd_state(self, args: list[str]) -> None:
         nodes = [self.node(a) for a in args] or list(self.cluster.hosts)

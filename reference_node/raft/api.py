@@ -128,17 +128,9 @@ class RemoveVoter:
     directory_id: uuid.UUID | None
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateVoter:
-    """KIP-853's UpdateRaftVoter: a voter (same id and directory) announces new endpoints."""
-
-    request_id: int
-    voter: Voter
-
-
 Input = (
     Tick | Receive | ClientAppend | ClientRead | LogFlushed | Shutdown | SnapshotWritten
-    | SnapshotLoaded | SnapshotRefused | AddVoter | RemoveVoter | UpdateVoter
+    | SnapshotLoaded | SnapshotRefused | AddVoter | RemoveVoter
 )
 
 
@@ -220,7 +212,7 @@ class ReadReply:
 
 @dataclass(frozen=True, slots=True)
 class VoterChangeReply:
-    """Answer to `AddVoter`, `RemoveVoter` or `UpdateVoter`: NONE once the new voter set is
+    """Answer to `AddVoter` or `RemoveVoter`: NONE once the new voter set is
     committed, else Kafka's error with a one-line `message` (Kafka's ErrorMessage)."""
 
     request_id: int

@@ -126,6 +126,10 @@ class RaftConfig:
     fetch_max_entries: int = 64
     """How many entries one Fetch response carries at most (Kafka bounds it by bytes)."""
     pre_vote: bool = True
+    controller_listener: str | None = None
+    """Kafka's default listener, the first of `controller.listener.names`: an UpdateRaftVoter
+    must name the voter's endpoint on it (INVALID_REQUEST otherwise); None: any endpoint will
+    do."""
     snapshot_max_record_bytes: int = 20 * 1024 * 1024
     """Kafka's `metadata.log.max.record.bytes.between.snapshots`: snapshot once this many bytes
     of records were applied since the last snapshot (record bytes as `entry_bytes` counts them)."""
@@ -133,11 +137,13 @@ class RaftConfig:
     """Kafka's `metadata.log.max.snapshot.interval.ms`: snapshot once this long has passed since
     the last one, if anything was applied since (0 turns the timer off)."""
     retention_bytes: int = 100 * 1024 * 1024
-    """Kafka's `metadata.max.retention.bytes`: once the log below the latest snapshot holds more,
-    the log start offset moves up to that snapshot (-1: no limit)."""
+    """Kafka's `metadata.max.retention.bytes`: while the log and the snapshots together hold
+    more, the oldest snapshot goes and the log start offset moves up to the next one, never past
+    the latest (-1: no limit)."""
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
-    """Kafka's `metadata.max.retention.ms`: once the snapshot at the log start offset is older,
-    the log start offset moves up to the latest snapshot (-1: no limit)."""
+    """Kafka's `metadata.max.retention.ms`: while the snapshot at the log start offset is older,
+    it goes and the log start offset moves up to the next one, never past the latest (-1: no
+    limit)."""
     snapshot_chunk_bytes: int = 1024 * 1024
     """FetchSnapshot's MaxBytes: the most a follower asks for in one chunk."""
     broker_session_timeout_ms: int = 9000

@@ -52,7 +52,6 @@ from reference_node.raft.api import (
     SnapshotWrite,
     SnapshotWritten,
     Tick,
-    UpdateVoter,
     VoterChangeReply,
 )
 from reference_node.raft.config import RaftConfig, Unsafe
@@ -61,6 +60,8 @@ from reference_node.raft.lifecycle import BrokerIdentity, BrokerLifecycle, Broke
 from reference_node.raft.log import LogView, RaftLog
 from reference_node.raft.messages import (
     NO_LEADER,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     BrokerHeartbeatRequest,
@@ -83,6 +84,8 @@ from reference_node.raft.messages import (
     Request,
     Response,
     SnapshotId,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
     VoteRequest,
     VoteResponse,
     error_response,
@@ -100,7 +103,13 @@ from reference_node.raft.states import (
     State,
     Unattached,
 )
-from reference_node.raft.voters import VoterHistory, VoterSet
+from reference_node.raft.voters import (
+    SUPPORTED_KRAFT_VERSIONS,
+    Voter,
+    VoterEndpoint,
+    VoterHistory,
+    VoterSet,
+)
 
 __all__ = [
     "AddVoter",
@@ -126,7 +135,6 @@ __all__ = [
     "SnapshotRefused",
     "SnapshotWritten",
     "Tick",
-    "UpdateVoter",
     "VoterChangeReply",
 ]
 
@@ -155,6 +163,11 @@ class RaftCore:
     the VotersRecords of the log take its place (`VoterHistory`). `directory_id` is this replica's;
     `bootstrap` are ids (negative, as Kafka numbers its bootstrap servers from -2) the host maps to
     `controller.quorum.bootstrap.servers`: an observer that knows no leader fetches from one.
+    `endpoints` are where this replica is reached, as it would name itself in a VotersRecord (its
+    advertised controller listeners; none: it never announces itself), and `kraft_versions` the
+    `kraft.version` levels it supports: a voter whose entry in the voter set says otherwise sends
+    the leader UpdateRaftVoter (Kafka's pollFollowerAsVoter), a leader writes the entry anew at
+    the start of its epoch.
 
     Brokers: `broker` makes this node a broker (it registers with the active controller and
     heartbeats it, lifecycle.py): an observer, or a voter with combined roles.
@@ -178,10 +191,14 @@ class RaftCore:
         directory_id: uuid.UUID | None = None,
         bootstrap: Sequence[int] = (),
         broker: BrokerIdentity | None = None,
+        endpoints: Sequence[VoterEndpoint] = (),
+        kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS,
     ) -> None:
         self.node_id = node_id
         self.directory_id = directory_id
         self.bootstrap = tuple(bootstrap)
+        self.endpoints = tuple(endpoints)
+        self.kraft_versions = kraft_versions
         if voters is None:
             self.static_voters = VoterSet()
         else:
@@ -251,6 +268,14 @@ class RaftCore:
     @property
     def is_voter(self) -> bool:
         return self.voter_history.latest().is_voter(self.node_id, self.directory_id)
+
+    @property
+    def local_voter(self) -> Voter | None:
+        """This replica as it would name itself in a VotersRecord (Kafka's localVoterNode), or
+        None when it has no endpoints or no directory id to name itself with."""
+        if not self.endpoints or self.directory_id is None:
+            return None
+        return Voter(self.node_id, self.directory_id, self.endpoints, self.kraft_versions)
 
     @property
     def kraft_version(self) -> int:
@@ -469,7 +494,8 @@ class RaftCore:
             return
         self._out.messages.append(Send(dst, message))
 
-    def answer(self, dst: int, request: Request | BrokerRequest, response: Message) -> None:
+    def answer(self, dst: int, request: Request | BrokerRequest | ApiVersionsRequest,
+               response: Message) -> None:
         """Send `response` to `request` (received from `dst`)."""
         if dst == self.node_id and isinstance(response, BrokerResponse):
             self._loopback.append((response, request))  # combined roles: to its own broker
@@ -618,10 +644,8 @@ class RaftCore:
             broker_route(self, src, msg, in_reply_to)
             return
         if isinstance(msg, Response):
-            if isinstance(msg, FetchResponse | FetchSnapshotResponse) and \
-                    replication.answers_an_older_fetch(
-                self, in_reply_to
-            ):
+            if isinstance(msg, FetchResponse | FetchSnapshotResponse | UpdateVoterResponse) and \
+                    replication.answers_an_older_fetch(self, in_reply_to):
                 return
             if isinstance(msg, VoteResponse) and election.answers_another_round(self, in_reply_to):
                 self.observe_leader(msg.leader_id, msg.leader_epoch)
@@ -663,11 +687,14 @@ class RaftCore:
             return ErrorCode.invalid_request
         if route.voters_only and self.kraft_version < 1 and \
                 (not self.is_voter or req.sender not in self.voters):
-            # kraft.version 0 (static voters) only, as Kafka 3.9's validateVoterOnlyRequest:
-            # with voters in the log a replica may not have the record that made the sender, or
+            # kraft.version 0 (static voters) only, as Kafka up to 3.7 refused it; Kafka 3.8+'s
+            # validateVoterOnlyRequest checks no voter set at all (docs/contracts.md). With
+            # voters in the log a replica may not have the record that made the sender, or
             # itself, a voter yet (a new voter gets the leader's BeginQuorumEpoch, and may
-            # campaign, before every voter has fetched its VotersRecord). The voter key still
-            # names the receiver, and a candidate counts only its own voters' grants.
+            # campaign, before every voter has fetched its VotersRecord): there we do as Kafka.
+            # The voter key still names the receiver, and a candidate counts only its own
+            # voters' grants. A static set is the same on every node by configuration: a request
+            # from outside it is a stray or misconfigured replica, refused before its epoch.
             return ErrorCode.inconsistent_voter_set
         return None
 
@@ -832,15 +859,11 @@ class RaftCore:
                 tuple(sorted(v for v in granted | {self.node_id} if v in self.voters)),
             )
             entries = [Entry(start, self.epoch, EntryKind.LEADER_CHANGE, change.encode())]
-            if self.voter_history.latest_offset() is None and self.kraft_version >= 1 and \
-                    self.log.start_offset == 0:
-                # Kafka's appendStartOfEpochControlRecords: the voters came from the bootstrap
-                # checkpoint, which is never replicated; the log must hold them, or a replica
-                # that joins from offset 0 would never learn who votes.
+            voters = self._voters_at_epoch_start()
+            if voters is not None:
                 entries.append(Entry(start + 1, self.epoch, EntryKind.KRAFT_VERSION,
                                      str(self.kraft_version).encode()))
-                entries.append(Entry(start + 2, self.epoch, EntryKind.VOTERS,
-                                     self.voters.encode()))
+                entries.append(Entry(start + 2, self.epoch, EntryKind.VOTERS, voters.encode()))
             self.append_entries(entries)
         state = Leader(
             epoch_start=start,
@@ -856,6 +879,22 @@ class RaftCore:
         self._set_state(state)
         election.send_begin_quorum(self)
         replication.update_hw(self)
+
+    def _voters_at_epoch_start(self) -> VoterSet | None:
+        """Kafka's appendStartOfEpochControlRecords: the voter set a new leader writes after its
+        LeaderChange, or None. With kraft.version 1, when the voters came from the bootstrap
+        checkpoint, which is never replicated (the log must hold them, or a replica that joins
+        from offset 0 would never learn who votes), or when the set names this leader otherwise
+        than it is now (its endpoints or kraft.version range changed: it updates itself, as a
+        follower does with UpdateRaftVoter)."""
+        if self.kraft_version < 1:
+            return None
+        local = self.local_voter
+        if local is not None and self.voters.needs_update(local):
+            return self.voters.updated(local)
+        if self.voter_history.latest_offset() is None and self.log.start_offset == 0:
+            return self.voters
+        return None
 
     def become_leader(self) -> None:
         """A won election: lead it, or, once shutting down, end the epoch without leading it."""
@@ -1054,6 +1093,7 @@ def _tick_leader(core: RaftCore) -> None:
         state.check_quorum_deadline = core.now + core.config.check_quorum_timeout_ms
     election.send_begin_quorum(core)
     replication.expire_parked(core)
+    membership.expire_asked(core, state)
     for rid in [r for r, p in state.progress.items() if r not in core.voters]:
         if _observer_expired(state.progress[rid], core.now):
             del state.progress[rid]  # Kafka's clearInactiveObservers
@@ -1129,7 +1169,6 @@ _INPUTS: dict[type, Callable[[RaftCore, Any], None]] = {
     SnapshotRefused: snapshotting.on_snapshot_refused,
     AddVoter: membership.on_add_voter,
     RemoveVoter: membership.on_remove_voter,
-    UpdateVoter: membership.on_update_voter,
 }
 
 
@@ -1191,6 +1230,9 @@ _REQUESTS: dict[type, _RequestRoute] = {
         snapshotting.on_fetch_snapshot_request, snapshotting.malformed_fetch_snapshot,
         voters_only=False,
     ),
+    UpdateVoterRequest: _RequestRoute(
+        membership.on_update_voter_request, None, voters_only=False
+    ),
 }
 
 def _broker_registration(core: RaftCore, src: int, msg: BrokerRegistrationRequest,
@@ -1212,13 +1254,28 @@ def _broker_response(core: RaftCore, src: int,
         core.broker_lifecycle.on_response(core, src, msg, in_reply_to)
 
 
+def _api_versions_request(core: RaftCore, src: int, msg: ApiVersionsRequest,
+                          in_reply_to: Message | None) -> None:
+    """A leader about to add this replica asks what it supports: the `kraft.version` levels
+    (the server answers ApiVersions on the wire, with the same levels, before the core)."""
+    core.answer(src, msg, ApiVersionsResponse(ErrorCode.none, core.kraft_versions))
+
+
+def _api_versions_response(core: RaftCore, src: int, msg: ApiVersionsResponse,
+                           in_reply_to: Message | None) -> None:
+    membership.on_api_versions_response(core, src, msg, in_reply_to)
+
+
 _BROKER_MESSAGES: dict[type, Callable[[RaftCore, int, Any, Message | None], None]] = {
     BrokerRegistrationRequest: _broker_registration,
     BrokerHeartbeatRequest: _broker_heartbeat,
     BrokerRegistrationResponse: _broker_response,
     BrokerHeartbeatResponse: _broker_response,
+    ApiVersionsRequest: _api_versions_request,
+    ApiVersionsResponse: _api_versions_response,
 }
-"""The broker messages, routed before the Raft rules (they name no epoch and no leader)."""
+"""The broker messages and ApiVersions, routed before the Raft rules (they name no epoch and no
+leader)."""
 
 _RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
     VoteResponse: election.on_vote_response,
@@ -1226,4 +1283,5 @@ _RESPONSES: dict[type, Callable[[RaftCore, int, Any], None]] = {
     EndQuorumEpochResponse: election.on_end_quorum_response,
     FetchResponse: replication.on_fetch_response,
     FetchSnapshotResponse: snapshotting.on_fetch_snapshot_response,
+    UpdateVoterResponse: replication.on_update_voter_response,
 }

@@ -1,32 +1,38 @@
-"""KIP-853 on the leader: AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
+"""KIP-853's voter changes: AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
 Theory of operation. A change is one VotersRecord holding the whole new set, appended by the
 leader; it is in effect from that moment on every replica that has it (`VoterHistory`), and done
-when it commits. Hence the rules, Kafka's:
-
-- One change at a time: while a VotersRecord is uncommitted, or the leader has not yet committed
-  an entry of its own epoch (it cannot know which set is committed), a change is refused with
-  REQUEST_TIMED_OUT. With one voter added or removed per
-  change, the majorities of the committed and the new set overlap (`voters.overlapping`).
-- A voter is added only if it is caught up when asked (Kafka's AddVoterHandler checks once, and
-  appends at once or refuses with REQUEST_TIMED_OUT): the leader has seen the replica (its id
-  *and* directory id) reach its log end, and fetch recently (`caught_up`).
-- A leader that removes itself leads on (not counting itself toward the high watermark: it is not
-  a voter of the set in effect) until the new set commits, then resigns (KAFKA-16530).
-
-An add's or a removal's answer (`VoterChangeReply`) goes out when the new set commits
-(`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's as soon as it is
-appended (Kafka's UpdateVoterHandler).
+when it commits. Kafka's rules: one change at a time (refused with REQUEST_TIMED_OUT while a
+VotersRecord is uncommitted, an add awaits its answer, or the leader has committed nothing of its
+epoch), so that the majorities of the committed and the new set overlap (`voters.overlapping`).
+An add first asks the replica's ApiVersions (Kafka's AddVoterHandler) and, on the answer, checks
+its kraft.version levels and that it is caught up (`caught_up`), then appends or refuses. A
+leader that removes itself leads on, not counting itself, until the new set commits, then resigns
+(KAFKA-16530). A voter keeps its own entry true: following a leader, it sends UpdateRaftVoter when
+the set names it otherwise than it is (`maybe_update_self`), and the leader appends the updated
+set (`on_update_voter_request`). An add's or a removal's answer (`VoterChangeReply`) goes out when
+the new set commits (`on_commit`), or NOT_LEADER_OR_FOLLOWER when leadership is lost; an update's
+as soon as it is appended (Kafka's UpdateVoterHandler). The order of the checks: docs/contracts.md.
 """
 
 from __future__ import annotations
 
-from reference_node.raft.api import AddVoter, RemoveVoter, UpdateVoter, VoterChangeReply
+from dataclasses import replace
+
+from reference_node.raft.api import AddVoter, RemoveVoter, VoterChangeReply
 from reference_node.raft.config import Unsafe
-from reference_node.raft.messages import Entry, EntryKind, ErrorCode
+from reference_node.raft.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    Entry,
+    EntryKind,
+    ErrorCode,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
+)
 from reference_node.raft.ops import CoreOps
-from reference_node.raft.states import Leader, PendingVoterChange
-from reference_node.raft.voters import Voter, VoterSet, kafka_uuid
+from reference_node.raft.states import NEVER, Follower, Leader, PendingVoterChange
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet, kafka_uuid
 
 
 def _reply(core: CoreOps, request_id: int, error: ErrorCode, message: str | None = None) -> None:
@@ -79,15 +85,62 @@ def on_add_voter(core: CoreOps, req: AddVoter) -> None:
         _reply(core, req.request_id, ErrorCode.invalid_request,
                f"add voter: replica {voter.id} needs a non-negative id and an endpoint")
         return
-    if not caught_up(core, state, voter):
-        # Kafka's AddVoterHandler checks once, and refuses rather than wait for the replica.
-        _reply(core, req.request_id, ErrorCode.request_timed_out,
-               f"add voter: replica {voter.id} (directory {kafka_uuid(voter.directory_id)}) "
-               "has not caught up with the leader")
+    # Kafka's AddVoterHandler: which kraft.version levels does the new voter support? Its answer
+    # decides (on_api_versions_response); it also proves the replica reachable now.
+    asked = ApiVersionsRequest(tuple((e.name, e.host, e.port) for e in voter.endpoints))
+    state.voter_changes.append(PendingVoterChange(
+        req.request_id, "add", voter, asked=asked,
+        asked_until=core.now + core.config.request_timeout_ms))
+    core.send(voter.id, asked)
+
+
+def on_api_versions_response(core: CoreOps, src: int, resp: ApiVersionsResponse,
+                             in_reply_to: object) -> None:
+    """The new voter's answer (Kafka's handleApiVersionsResponse): an error is REQUEST_TIMED_OUT,
+    levels without the finalized kraft.version INVALID_REQUEST, a replica not caught up now
+    REQUEST_TIMED_OUT; else the VotersRecord with the new voter (and the levels it supports) is
+    appended, and the add is answered when it commits. An answer no add awaits is ignored."""
+    state = core.state
+    if not isinstance(state, Leader):
         return
-    change = PendingVoterChange(req.request_id, "add", voter)
-    state.voter_changes.append(change)
-    _append(core, change, core.voters.with_voter(voter))
+    change = next((c for c in state.voter_changes if c.asked is not None and c.voter.id == src
+                   and (in_reply_to is None or in_reply_to is c.asked)), None)
+    if change is None:
+        return
+    change.asked, change.asked_until = None, NEVER
+    voter, finalized = change.voter, core.kraft_version
+    name = f"replica {voter.id} (directory {kafka_uuid(voter.directory_id)})"
+    levels = resp.kraft_versions
+    if resp.error != ErrorCode.none:
+        _abort(core, state, change, ErrorCode.request_timed_out,
+               f"add voter: {name} did not answer ApiVersions ({resp.error.name})")
+    elif levels is None or not levels[0] <= finalized <= levels[1]:
+        _abort(core, state, change, ErrorCode.invalid_request,
+               f"add voter: {name} supports kraft.version "
+               f"{'none' if levels is None else f'{levels[0]}..{levels[1]}'}, not the finalized "
+               f"{finalized}")
+    elif not caught_up(core, state, voter):
+        _abort(core, state, change, ErrorCode.request_timed_out,
+               f"add voter: {name} has not caught up with the leader")
+    else:
+        change.voter = replace(voter, kraft_versions=levels)
+        _append(core, change, core.voters.with_voter(change.voter))
+
+
+def expire_asked(core: CoreOps, state: Leader) -> None:
+    """An add whose ApiVersions request went unanswered for the request timeout is refused
+    (Kafka's maybeExpirePendingOperation): the replica is not reachable now."""
+    for change in [c for c in state.voter_changes if core.now >= c.asked_until]:
+        voter = change.voter
+        _abort(core, state, change, ErrorCode.request_timed_out,
+               f"add voter: replica {voter.id} (directory {kafka_uuid(voter.directory_id)}) "
+               "did not answer ApiVersions (no answer in the request timeout)")
+
+
+def _abort(core: CoreOps, state: Leader, change: PendingVoterChange, error: ErrorCode,
+           message: str) -> None:
+    state.voter_changes.remove(change)
+    _reply(core, change.request_id, error, message)
 
 
 def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
@@ -112,23 +165,76 @@ def on_remove_voter(core: CoreOps, req: RemoveVoter) -> None:
     _append(core, change, new)
 
 
-def on_update_voter(core: CoreOps, req: UpdateVoter) -> None:
-    state = _changing_leader(core, req.request_id, "update voter")
-    if state is None:
-        return
-    voters = core.voters
-    voter = req.voter
-    if not voters.is_voter(voter.id, voter.directory_id) or not voter.endpoints:
-        _reply(core, req.request_id, ErrorCode.voter_not_found,
-               f"update voter: replica {voter.id} (directory "
-               f"{kafka_uuid(voter.directory_id)}) is not a voter of {voters.sorted()}, or "
-               "names no endpoint")
-        return
-    change = PendingVoterChange(req.request_id, "update", voter)
-    _append(core, change, voters.replace_endpoints(voter.id, voter.endpoints))
-    # Kafka's UpdateVoterHandler answers at once, not when the record commits, and keeps no
-    # operation pending (its uncommitted VotersRecord alone holds the next change off).
-    _reply(core, req.request_id, ErrorCode.none)
+# --- UpdateRaftVoter ---------------------------------------------------------------------------------
+
+
+def maybe_update_self(core: CoreOps, state: Follower) -> bool:
+    """Kafka's pollFollowerAsVoter: every 3 x the fetch timeout, a voter following a leader
+    (kraft.version 1) checks whether the voter set in effect names it as it is (its endpoints,
+    its kraft.version range); if not, its next request to the leader is an UpdateRaftVoter
+    instead of a Fetch. True when it sent one (it holds the fetch slot until answered)."""
+    period = 3 * core.config.fetch_timeout_ms
+    if state.update_voter_at is None:
+        state.update_voter_at = core.now + period
+        return False
+    if core.now < state.update_voter_at or core.leader_id is None:
+        return False
+    state.update_voter_at = core.now + period
+    local = core.local_voter
+    if local is None or core.kraft_version < 1 or not core.voters.needs_update(local):
+        return False
+    request = UpdateVoterRequest(
+        core.cluster_id, core.epoch, core.node_id, core.directory_id,
+        tuple((e.name, e.host, e.port) for e in local.endpoints), local.kraft_versions,
+    )
+    core.send(core.leader_id, request)
+    state.fetch_sent_ms = core.now
+    state.fetch_in_flight = request
+    return True
+
+
+def on_update_voter_request(core: CoreOps, src: int, req: UpdateVoterRequest) -> None:
+    """Kafka's handleUpdateVoterRequest and UpdateVoterHandler, in their order: the leader of
+    this very epoch only; a voter key with a directory id, an endpoint, a sane kraft.version
+    range; then the rules of any voter change; the range must hold the finalized kraft.version
+    and the endpoints the default listener; the voter must be one. Answered NONE as soon as the
+    VotersRecord is appended (Kafka's handler keeps nothing pending: the uncommitted record
+    alone holds the next change off)."""
+    error = _update_refusal(core, req)
+    if error is None:
+        voter = Voter(req.voter_id, req.voter_directory_id,
+                      tuple(VoterEndpoint(n, h, p) for n, h, p in req.listeners),
+                      req.kraft_versions)
+        new = core.voters.updated(voter)
+        if new is None:
+            error = ErrorCode.voter_not_found
+        else:
+            _append(core, PendingVoterChange(-1, "update", voter), new)
+            error = ErrorCode.none
+    core.answer(src, req, UpdateVoterResponse(error, core.responder_leader(), core.epoch))
+
+
+def _update_refusal(core: CoreOps, req: UpdateVoterRequest) -> ErrorCode | None:
+    """Why the leader refuses an UpdateRaftVoter (Kafka's error; the wire answer has no
+    message), or None."""
+    if req.epoch > core.epoch:
+        return ErrorCode.unknown_leader_epoch
+    if not isinstance(core.state, Leader):
+        return ErrorCode.not_leader_or_follower
+    if core.shutting_down:
+        return ErrorCode.broker_not_available
+    low, high = req.kraft_versions
+    if req.voter_directory_id is None or not req.listeners or low < 0 or high < low:
+        return ErrorCode.invalid_request
+    refusal = _refusal(core, "update voter")
+    if refusal is not None:
+        return refusal[0]
+    if not low <= core.kraft_version <= high:
+        return ErrorCode.invalid_request  # it could not read the log as it is
+    listener = core.config.controller_listener
+    if listener is not None and all(name != listener for name, _, _ in req.listeners):
+        return ErrorCode.invalid_request  # no endpoint on the default listener
+    return None
 
 
 def _append(core: CoreOps, change: PendingVoterChange, new: VoterSet) -> None:
@@ -146,16 +252,13 @@ ADD_VOTER_FETCH_WINDOW_MS = 60 * 60 * 1000
 
 def caught_up(core: CoreOps, state: Leader, voter: Voter) -> bool:
     """Kafka's isReplicaCaughtUp for AddRaftVoter: the replica (its id *and* directory id) has
-    reached the leader's log end at some fetch to this leader and fetched within the hour, and,
-    standing in for the ApiVersions round trip Kafka makes first (docs/contracts.md), within the
-    fetch timeout."""
+    reached the leader's log end at some fetch to this leader and fetched within the hour."""
     prog = state.progress.get(voter.id)
     if prog is None or not voter.matches(voter.id, prog.directory_id):
         return False
     if prog.last_caught_up_ms < 0 or prog.last_fetch_ms < 0:
         return False
-    since = core.now - prog.last_fetch_ms
-    return since < ADD_VOTER_FETCH_WINDOW_MS and since < core.config.fetch_timeout_ms
+    return core.now - prog.last_fetch_ms < ADD_VOTER_FETCH_WINDOW_MS
 
 
 def on_commit(core: CoreOps, state: Leader) -> None:

@@ -2,7 +2,7 @@
 
 These are our own frozen, slotted dataclasses, field for field the partition-level data of Kafka's
 Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch (KIP-595, KIP-996 for PreVote, KIP-853 for
-VoterId). The server host maps them to and from kio's wire types; the simulator passes them as they
+VoterId), FetchSnapshot (KIP-630) and UpdateRaftVoter (KIP-853). The server host maps them to and from kio's wire types; the simulator passes them as they
 are. Topic name and partition index are left out: there is one partition, `__cluster_metadata-0`.
 
 Error codes are Kafka's (`kio.schema.errors.ErrorCode`, re-exported here as `ErrorCode`); the
@@ -26,6 +26,8 @@ from kio.schema.errors import ErrorCode
 __all__ = [
     "NO_LEADER",
     "RESPONSE_TO",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "BrokerHeartbeatRequest",
@@ -49,6 +51,8 @@ __all__ = [
     "Request",
     "Response",
     "SnapshotId",
+    "UpdateVoterRequest",
+    "UpdateVoterResponse",
     "VoteRequest",
     "VoteResponse",
     "error_response",
@@ -347,6 +351,60 @@ class FetchSnapshotResponse:
     data: bytes = b""
 
 
+# --- UpdateRaftVoter (KIP-853) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterRequest:
+    """A voter tells the leader where it listens and which `kraft.version` levels it supports,
+    when the voter set in effect says otherwise (Kafka's pollFollowerAsVoter). `listeners` are
+    (name, host, port); `kraft_versions` the lowest and highest level supported. The leader
+    appends a VotersRecord with the voter so updated, and answers at once."""
+
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID | None
+    listeners: tuple[tuple[str, str, int], ...]
+    kraft_versions: tuple[int, int]
+
+    @property
+    def sender(self) -> int:
+        return self.voter_id
+
+    @property
+    def epoch(self) -> int:
+        return self.current_leader_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterResponse:
+    error: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+# --- ApiVersions: the leader's check of a replica it adds (KIP-853) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsRequest:
+    """Kafka's AddVoterHandler asks the replica it is about to add which `kraft.version` levels it
+    supports. The replica is in no voter set yet: `listeners` ((name, host, port), from the
+    AddRaftVoter) say where a host reaches it. A core answers it with its own levels; the server
+    answers it on the wire, before the core, with the same."""
+
+    listeners: tuple[tuple[str, str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsResponse:
+    error: ErrorCode
+    kraft_versions: tuple[int, int] | None = None
+    """The replica's supported `kraft.version` levels (its SupportedFeatures' kraft.version),
+    lowest and highest; None when it lists none."""
+
+
 # --- BrokerRegistration / BrokerHeartbeat (the controller's, KIP-631) --------------------------------
 
 
@@ -400,15 +458,17 @@ BrokerResponse = BrokerRegistrationResponse | BrokerHeartbeatResponse
 
 Request = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-    | FetchSnapshotRequest
+    | FetchSnapshotRequest | UpdateVoterRequest
 )
 Response = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-    | FetchSnapshotResponse
+    | FetchSnapshotResponse | UpdateVoterResponse
 )
-Message = Request | Response | BrokerRequest | BrokerResponse
+Message = (
+    Request | Response | BrokerRequest | BrokerResponse | ApiVersionsRequest | ApiVersionsResponse
+)
 """What the core receives and sends. `Request` and `Response` are Raft's only (they name an epoch
-and a leader); the broker messages are routed apart."""
+and a leader); the broker messages and ApiVersions are routed apart."""
 
 RESPONSE_TO: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -416,6 +476,8 @@ RESPONSE_TO: dict[type, type] = {
     EndQuorumEpochRequest: EndQuorumEpochResponse,
     FetchRequest: FetchResponse,
     FetchSnapshotRequest: FetchSnapshotResponse,
+    UpdateVoterRequest: UpdateVoterResponse,
+    ApiVersionsRequest: ApiVersionsResponse,
     BrokerRegistrationRequest: BrokerRegistrationResponse,
     BrokerHeartbeatRequest: BrokerHeartbeatResponse,
 }

@@ -20,6 +20,7 @@ from reference_node.raft.config import RaftConfig
 from reference_node.raft.image import Image
 from reference_node.raft.log import RaftLog
 from reference_node.raft.messages import (
+    ApiVersionsRequest,
     BrokerRequest,
     Entry,
     ErrorCode,
@@ -28,7 +29,7 @@ from reference_node.raft.messages import (
     SnapshotId,
 )
 from reference_node.raft.states import SnapshotState, State
-from reference_node.raft.voters import VoterHistory, VoterSet
+from reference_node.raft.voters import Voter, VoterHistory, VoterSet
 
 
 class CoreOps(Protocol):
@@ -50,6 +51,10 @@ class CoreOps(Protocol):
     def directory_id(self) -> uuid.UUID | None: ...
     @property
     def is_voter(self) -> bool: ...
+    @property
+    def kraft_version(self) -> int: ...
+    @property
+    def local_voter(self) -> Voter | None: ...
     @property
     def config(self) -> RaftConfig: ...
     @property
@@ -81,7 +86,8 @@ class CoreOps(Protocol):
     # --- output -------------------------------------------------------------------------------
 
     def send(self, dst: int, message: Message) -> None: ...
-    def answer(self, dst: int, request: Request | BrokerRequest, response: Message) -> None: ...
+    def answer(self, dst: int, request: Request | BrokerRequest | ApiVersionsRequest,
+               response: Message) -> None: ...
     def refuse(self, dst: int, request: Request, error: ErrorCode) -> None: ...
     def reply(self, reply: ClientReply) -> None: ...
     def responder_leader(self) -> int: ...

@@ -28,6 +28,8 @@ from reference_node.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     SnapshotId,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
 )
 from reference_node.raft.ops import CoreOps
 from reference_node.raft.states import (
@@ -403,6 +405,8 @@ def maybe_fetch(core: CoreOps) -> None:
             return
     elif core.now < state.fetch_retry_at:
         return
+    if isinstance(state, Follower) and core.is_voter and membership.maybe_update_self(core, state):
+        return
     if isinstance(state, Follower) and state.download is not None:
         _fetch_snapshot_chunk(core, state, state.download)
         return
@@ -432,6 +436,20 @@ def _fetch_snapshot_chunk(core: CoreOps, state: Follower, download: SnapshotDown
     core.send(core.leader_id, request)
     state.fetch_sent_ms = core.now
     state.fetch_in_flight = request
+
+
+def on_update_voter_response(core: CoreOps, src: int, resp: UpdateVoterResponse) -> None:
+    """A voter's own UpdateRaftVoter answered (Kafka's handleUpdateVoterResponse does nothing but
+    the rules every response shares, which the dispatch ran): the slot it held is free for the
+    next Fetch; if the update did not take, the next period tries again."""
+    state = core.state
+    if not isinstance(state, Follower) or state.fetch_sent_ms is None or \
+            not isinstance(state.fetch_in_flight, UpdateVoterRequest):
+        return
+    state.fetch_sent_ms = None
+    if resp.error != ErrorCode.none:
+        state.fetch_retry_at = core.now + core.config.retry_backoff_ms
+    maybe_fetch(core)
 
 
 def answers_an_older_fetch(core: CoreOps, request: object) -> bool:

@@ -5,9 +5,10 @@ high watermark rises (`apply_committed`). Once enough record bytes were applied 
 snapshot (`snapshot_max_record_bytes`), or enough time has passed with something new applied
 (`snapshot_interval_ms`), the core asks the host to write a copy of the image
 (`Ready.snapshot_write`); one write at a time. When the host reports it durable
-(`SnapshotWritten`), the snapshot counts: it may be served, and once the log below the latest
-snapshot holds more than `retention_bytes` (or the snapshot at the log start is older than
-`retention_ms`), the log start moves up to it (`Ready.delete_before`).
+(`SnapshotWritten`), the snapshot counts: it may be served, and retention may move the log
+start up to it (`Ready.delete_before`). As Kafka's KafkaMetadataLog, while the log and the
+snapshots together hold more than `retention_bytes`, or the snapshot the log starts at is older
+than `retention_ms`, the oldest snapshot goes with the log below the next one; never the latest.
 
 A follower whose fetch the leader cannot serve from its log (the fetch offset is below the log
 start, or the logs diverge at or below it) is answered with the latest snapshot's id. It downloads
@@ -148,27 +149,52 @@ def on_snapshot_written(core: CoreOps, inp: SnapshotWritten) -> None:
 # --- retention ------------------------------------------------------------------------------------
 
 
-def _retention_candidate(core: CoreOps) -> SnapshotId | None:
-    """The latest durable snapshot above the log start that the log start may move to: never
-    past what the image has applied or the log holds."""
+def _next_snapshot(core: CoreOps) -> SnapshotId | None:
+    """The oldest durable snapshot above the log start, when the log start may move up to it:
+    never past what the image has applied or the log holds (Kafka's deleteBeforeSnapshot moves
+    the log start no further than the high watermark). None when there is none: the log start
+    is at the latest snapshot, which retention always keeps."""
     limit = min(core.image.end_offset, core.log.end_offset)
-    for sid in reversed(core.snapshot_state.durable):
-        if core.log.start_offset < sid.end_offset <= limit:
-            return sid
+    for sid in core.snapshot_state.durable:
+        if sid.end_offset > core.log.start_offset:
+            return sid if sid.end_offset <= limit else None
     return None
 
 
+def snapshot_size(core: CoreOps, snapshot_id: SnapshotId) -> int:
+    """The size of a durable snapshot's file, as the host's store tells it (Kafka's
+    `loadSnapshotSizes`), asked once; 0 when the host keeps no store or no longer has it."""
+    sizes = core.snapshot_state.sizes
+    size = sizes.get(snapshot_id)
+    if size is None:
+        store = core.snapshot_store
+        size = (store.size(snapshot_id) if store is not None else None) or 0
+        sizes[snapshot_id] = size
+    return size
+
+
+def retained_bytes(core: CoreOps) -> int:
+    """What retention.bytes judges: the log (its records from the log start to what the image
+    applied, as `entry_bytes` counts them) and every durable snapshot's file, together."""
+    snaps = core.snapshot_state
+    log_bytes = snaps.applied_bytes - snaps.start_bytes
+    return log_bytes + sum(snapshot_size(core, sid) for sid in snaps.durable)
+
+
 def maybe_retain(core: CoreOps) -> None:
-    """Kafka's metadata.max.retention.bytes / .ms: move the log start up to the latest snapshot."""
-    target = _retention_candidate(core)
-    if target is None:
-        return
-    snaps, config = core.snapshot_state, core.config
-    held = snaps.bytes_at.get(target, snaps.applied_bytes) - snaps.start_bytes
-    by_bytes = config.retention_bytes >= 0 and held > config.retention_bytes
-    by_age = config.retention_ms >= 0 and core.now - snaps.start_ms >= config.retention_ms
-    if by_bytes or by_age:
-        _move_log_start(core, target)
+    """Kafka's KafkaMetadataLog.maybeClean: while the log and the snapshots together hold more
+    than `retention_bytes` (cleanSnapshotsRetentionSize), or the snapshot the log starts at is
+    older than `retention_ms` (cleanSnapshotsRetentionMs), that snapshot goes and the log start
+    moves up to the next one (the log below it goes too); the latest snapshot always stays. A
+    log that starts at 0 counts as starting at an empty snapshot (Kafka's bootstrap checkpoint,
+    0-0), so its first snapshot may take the log start."""
+    config, snaps = core.config, core.snapshot_state
+    while (following := _next_snapshot(core)) is not None:
+        by_bytes = config.retention_bytes >= 0 and retained_bytes(core) > config.retention_bytes
+        by_age = config.retention_ms >= 0 and core.now - snaps.start_ms >= config.retention_ms
+        if not (by_bytes or by_age):
+            return
+        _move_log_start(core, following)
 
 
 def _move_log_start(core: CoreOps, snapshot_id: SnapshotId) -> None:
@@ -197,7 +223,7 @@ def deadline(core: CoreOps) -> int:
         core.image.end_offset > snaps.last_end
     ):
         due = snaps.last_ms + config.snapshot_interval_ms
-    if config.retention_ms >= 0 and _retention_candidate(core) is not None:
+    if config.retention_ms >= 0 and _next_snapshot(core) is not None:
         due = min(due, snaps.start_ms + config.retention_ms)
     return due
 
@@ -327,7 +353,7 @@ def install(core: CoreOps, snapshot_id: SnapshotId, image: Image) -> None:
     core.reset_voters(image)
     snaps.writing = None
     snaps.outcomes.clear()
-    snaps.durable, snaps.taken_ms, snaps.bytes_at = [], {}, {}
+    snaps.durable, snaps.taken_ms, snaps.bytes_at, snaps.sizes = [], {}, {}, {}
     snaps.add_durable(snapshot_id, core.now)
     snaps.bytes_at[snapshot_id] = snaps.start_bytes = snaps.last_bytes = snaps.applied_bytes
     snaps.start_ms = snaps.last_ms = core.now

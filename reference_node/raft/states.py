@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 from reference_node.raft.api import SnapshotWrite
 from reference_node.raft.messages import (
+    ApiVersionsRequest,
     BrokerRequest,
     FetchRequest,
     FetchSnapshotRequest,
     SnapshotId,
+    UpdateVoterRequest,
 )
 from reference_node.raft.records import BrokerInfo
 from reference_node.raft.voters import Voter
@@ -119,11 +121,16 @@ class Follower:
     fetch_deadline: int
     fetch_sent_ms: int | None = None
     fetch_retry_at: int = 0
-    fetch_in_flight: FetchRequest | FetchSnapshotRequest | None = None
-    """The latest fetch (or FetchSnapshot) sent: only its answer is acted on."""
+    fetch_in_flight: FetchRequest | FetchSnapshotRequest | UpdateVoterRequest | None = None
+    """The latest request to the leader (a Fetch, a FetchSnapshot, or a voter's own
+    UpdateRaftVoter): one at a time, as Kafka's RequestManager allows; only its answer is acted
+    on."""
     last_fetch_ok_ms: int | None = None
     download: SnapshotDownload | None = None
     """The snapshot being fetched instead of the log (the leader's log starts past ours)."""
+    update_voter_at: int | None = None
+    """When a voter next checks whether the voter set names it as it is (Kafka's
+    updateVoterPeriodTimer, 3 x the fetch timeout, started at its first fetch here)."""
 
     def deadline(self, now: int, request_timeout: int) -> int:
         nxt = _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
@@ -186,6 +193,11 @@ class PendingVoterChange:
     voter: Voter
     offset: int | None = None
     """The offset of its VotersRecord, once appended; answered when it commits."""
+    asked: ApiVersionsRequest | None = None
+    """An add's ApiVersions request to the new voter, while its answer is awaited (Kafka's
+    AddVoterHandler): nothing is appended before it comes."""
+    asked_until: int = NEVER
+    """When the add is refused (REQUEST_TIMED_OUT) if the answer has not come."""
 
 
 @dataclass(slots=True)
@@ -236,6 +248,8 @@ class Leader:
         d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))
         for _, expiry in self.parked.values():
             d = min(d, expiry)
+        for change in self.voter_changes:
+            d = min(d, change.asked_until)
         return d
 
 
@@ -271,6 +285,8 @@ class SnapshotState:
     taken_ms: dict[SnapshotId, int] = field(default_factory=dict)
     bytes_at: dict[SnapshotId, int] = field(default_factory=dict)
     """The counter at each snapshot's end."""
+    sizes: dict[SnapshotId, int] = field(default_factory=dict)
+    """Each durable snapshot's file size, once retention asked the host's store for it."""
     applied_bytes: int = 0
     start_bytes: int = 0
     """The counter at the log start offset."""
@@ -308,3 +324,4 @@ class SnapshotState:
         self.durable = [s for s in self.durable if s >= snapshot_id]
         self.taken_ms = {s: t for s, t in self.taken_ms.items() if s >= snapshot_id}
         self.bytes_at = {s: b for s, b in self.bytes_at.items() if s >= snapshot_id}
+        self.sizes = {s: n for s, n in self.sizes.items() if s >= snapshot_id}

@@ -28,14 +28,18 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from reference_node.raft.messages import Entry, EntryKind
 
 __all__ = [
-    "Voter", "VoterEndpoint", "VoterHistory", "VoterSet", "kafka_uuid", "overlapping",
-    "parse_kafka_uuid",
+    "SUPPORTED_KRAFT_VERSIONS", "Voter", "VoterEndpoint", "VoterHistory", "VoterSet",
+    "kafka_uuid", "overlapping", "parse_kafka_uuid",
 ]
+
+SUPPORTED_KRAFT_VERSIONS = (0, 1)
+"""The `kraft.version` levels this node supports, lowest and highest: what its VotersRecord
+entry, its UpdateRaftVoter and its ApiVersions say (Kafka's KRaftVersion range)."""
 
 ZERO_UUID_TEXT = "AAAAAAAAAAAAAAAAAAAAAA"
 """Kafka's ZERO_UUID as text: no directory id."""
@@ -77,11 +81,13 @@ class Voter:
     """A voter: its replica key (`id`, `directory_id`) and its endpoints.
 
     `directory_id` None is Kafka's ZERO_UUID: not known (a static `controller.quorum.voters` entry);
-    such a voter matches any directory of its id."""
+    such a voter matches any directory of its id. `kraft_versions` is the `kraft.version` range
+    the replica supports (the VotersRecord's KRaftVersionFeature, lowest and highest)."""
 
     id: int
     directory_id: uuid.UUID | None = None
     endpoints: tuple[VoterEndpoint, ...] = ()
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS
 
     def matches(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
         """Is replica (`node_id`, `directory_id`) this voter? An unknown directory on either side
@@ -162,6 +168,22 @@ class VoterSet:
 
     # --- changing (a copy) ------------------------------------------------------------------------
 
+    def needs_update(self, local: Voter) -> bool:
+        """Kafka's voterNodeNeedsUpdate: this set has replica `local` as a voter (its id and
+        directory), but not as `local` is now (other endpoints, or another kraft.version range):
+        the voter should send UpdateRaftVoter."""
+        voter = self._by_id.get(local.id)
+        return voter is not None and voter.matches(local.id, local.directory_id) and (
+            voter.directory_id, voter.endpoints, voter.kraft_versions
+        ) != (local.directory_id, local.endpoints, local.kraft_versions)
+
+    def updated(self, voter: Voter) -> VoterSet | None:
+        """Kafka's VoterSet.updateVoter: this set with `voter` in place of the voter it is (its
+        id and directory); None when it is none of them."""
+        if not self.is_voter(voter.id, voter.directory_id):
+            return None
+        return self.with_voter(voter)
+
     def with_voter(self, voter: Voter) -> VoterSet:
         """This set plus `voter`, or with `voter` replacing the voter of its id (UpdateRaftVoter)."""
         return VoterSet([*(v for v in self if v.id != voter.id), voter])
@@ -175,7 +197,8 @@ class VoterSet:
         """The payload of an `EntryKind.VOTERS` entry (the host writes Kafka's VotersRecord)."""
         return json.dumps([
             {"id": v.id, "dir": str(v.directory_id) if v.directory_id else None,
-             "endpoints": [[e.name, e.host, e.port] for e in v.endpoints]}
+             "endpoints": [[e.name, e.host, e.port] for e in v.endpoints],
+             "kraft": list(v.kraft_versions)}
             for v in self
         ]).encode()
 
@@ -186,15 +209,18 @@ class VoterSet:
             rows = json.loads(payload)
             return cls(
                 Voter(int(r["id"]), uuid.UUID(r["dir"]) if r.get("dir") else None,
-                      tuple(VoterEndpoint(str(n), str(h), int(p)) for n, h, p in r["endpoints"]))
+                      tuple(VoterEndpoint(str(n), str(h), int(p)) for n, h, p in r["endpoints"]),
+                      _kraft_range(r.get("kraft", SUPPORTED_KRAFT_VERSIONS)))
                 for r in rows
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a voter set: {exc}") from None
 
-    def replace_endpoints(self, node_id: int, endpoints: tuple[VoterEndpoint, ...]) -> VoterSet:
-        voter = self._by_id[node_id]
-        return self.with_voter(replace(voter, endpoints=endpoints))
+
+
+def _kraft_range(pair: Iterable[int]) -> tuple[int, int]:
+    low, high = (int(v) for v in pair)
+    return low, high
 
 
 def overlapping(old: VoterSet, new: VoterSet) -> bool:

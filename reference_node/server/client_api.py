@@ -4,7 +4,8 @@ ApiVersions (what `wire.apis.SUPPORTED_APIS` says), Metadata (the topic, its lea
 the voters at their client addresses), Produce (acks=-1 only; answered once the high watermark
 passes the batch), Fetch from consumers (records below the high watermark, always read through the
 core: linearizable, unless `read.mode=leader` turned on its stale-leader-reads switch), ListOffsets
-and DescribeQuorum, and KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
+and DescribeQuorum, and KIP-853's AddRaftVoter and RemoveRaftVoter (UpdateRaftVoter is a Raft
+request between voters: routing.py steps it into the core).
 
 The log keeps each record's value and nothing else (docs/contracts.md). What it cannot keep is
 refused, never dropped; otherwise the answers follow Kafka's. The `kv` workload rides on the same
@@ -35,7 +36,6 @@ from reference_node.raft.api import (
     ReadReply,
     RemoveVoter,
     ReplicaDescription,
-    UpdateVoter,
     VoterChangeReply,
 )
 from reference_node.raft.lifecycle import BrokerStatus
@@ -103,7 +103,7 @@ class NodeApi(Protocol):
     def describe_quorum(self) -> QuorumDescription: ...
     def voter_set(self) -> VoterSet: ...
     def controller_listener(self) -> str: ...
-    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter]
+    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter]
                       ) -> Awaitable[VoterChangeReply]: ...
     def append(self, payloads: tuple[bytes, ...]) -> Awaitable[AppendReply]: ...
     def read(self, from_offset: int) -> Awaitable[ReadReply]: ...
@@ -130,7 +130,6 @@ class ClientApi:
             apis.DESCRIBE_QUORUM: self.describe_quorum,
             apis.ADD_RAFT_VOTER: self.add_raft_voter,
             apis.REMOVE_RAFT_VOTER: self.remove_raft_voter,
-            apis.UPDATE_RAFT_VOTER: self.update_raft_voter,
         }
 
     # --- ApiVersions, Metadata ----------------------------------------------------------------
@@ -565,24 +564,6 @@ class ClientApi:
             lambda rid: RemoveVoter(rid, voter.id, voter.directory_id), 0.0)
         return _response(req, {"throttle_time": 0, **reply})
 
-    async def update_raft_voter(self, req: Request) -> Any:
-        body = req.body
-        voter = self._checked_voter(body.cluster_id, int(body.current_leader_epoch),
-                                    "Update voter", body.voter_id, body.voter_directory_id,
-                                    body.listeners)
-        feature = body.k_raft_version_feature
-        low, high = int(feature.min_supported_version), int(feature.max_supported_version)
-        if isinstance(voter, dict):
-            outcome = voter
-        elif low < 0 or high < 0 or high < low:
-            outcome = _voter_error(ErrorCode.invalid_request,
-                                   f"Update voter request has a bad kraft.version range "
-                                   f"{low}..{high}")
-        else:
-            outcome = await self._change(lambda rid: UpdateVoter(rid, voter), 0.0)
-        return _response(req, {"throttle_time": 0, "error_code": outcome["error_code"],
-                               "current_leader": self._current_leader()})
-
     def _checked_voter(self, cluster_id: str | None, epoch: int | None, what: str,
                        voter_id: int, directory_id: uuid.UUID | None, listeners: Any,
                        needs_endpoint: bool = True) -> Voter | dict[str, Any]:
@@ -615,7 +596,7 @@ class ClientApi:
                                 f"listener {listener}")
         return voter
 
-    async def _change(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter],
+    async def _change(self, make: Callable[[int], AddVoter | RemoveVoter],
                       wait_s: float) -> dict[str, Any]:
         """Steps the change into the core and waits for its reply (see VOTER_CHANGE_GRACE_S)."""
         waiting = self.node.change_voters(make)
@@ -626,14 +607,6 @@ class ClientApi:
             return _voter_error(ErrorCode.request_timed_out,
                                 "the voter change did not commit in time; it may still")
         return {"error_code": reply.error, "error_message": reply.message}
-
-    def _current_leader(self) -> dict[str, Any]:
-        """UpdateRaftVoter's CurrentLeader: id, epoch and where the leader is reached."""
-        node = self.node
-        leader = node.leader_id()
-        ep = None if leader is None else node.client_address(leader)
-        return {"leader_id": _or_minus(leader), "leader_epoch": node.epoch(),
-                "host": "" if ep is None else ep.host, "port": -1 if ep is None else ep.port}
 
 
 _K = TypeVar("_K")

@@ -30,7 +30,6 @@ from reference_node.raft.api import (
     ReadReply,
     RemoveVoter,
     ReplicaDescription,
-    UpdateVoter,
     VoterChangeReply,
 )
 from reference_node.raft.lifecycle import BrokerStatus
@@ -129,7 +128,7 @@ class ClientFacade:
 
     # --- requests through the core ------------------------------------------------------------
 
-    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter]
+    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter]
                       ) -> asyncio.Future[VoterChangeReply]:
         """Step the voter change `make(request_id)` into the core; its `VoterChangeReply`
         resolves the future (the core always answers: on commit, on refusal, or when

@@ -29,6 +29,7 @@ from reference_node.config import NodeConfig
 from reference_node.raft.api import Shutdown
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.lifecycle import BrokerIdentity, new_incarnation
+from reference_node.raft.voters import VoterEndpoint
 from reference_node.server.client_api import ClientApi
 from reference_node.server.client_facade import ClientFacade
 from reference_node.server.core_events import CoreEvents
@@ -74,7 +75,23 @@ def raft_config(cfg: NodeConfig) -> RaftConfig:
         broker_session_timeout_ms=cfg.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
         broker_heartbeat_timeout_ms=cfg.broker_heartbeat_timeout_ms,
+        controller_listener=(cfg.controller_listener_names[0]
+                             if cfg.controller_listener_names else None),
         unsafe=cfg.unsafe,
+    )
+
+
+def announced_endpoints(cfg: NodeConfig) -> tuple[VoterEndpoint, ...]:
+    """Where this node says, as a voter, it is reached (Kafka's local listeners, which a voter
+    sends in UpdateRaftVoter when the voter set names it otherwise): the controller listeners
+    among `advertised.listeners`, and only those. A bound address (`listeners`) is not announced:
+    peers may reach the node another way (a proxy, another name), and a voter that rewrote its
+    entry with its bind address would cut them off."""
+    return tuple(
+        VoterEndpoint(listener.name, listener.endpoint.host, listener.endpoint.port)
+        for listener in cfg.advertised_listeners
+        if listener.name in cfg.controller_listener_names
+        and listener.endpoint.host not in ("", "0.0.0.0", "::") and listener.endpoint.port > 0
     )
 
 
@@ -111,6 +128,7 @@ class NodeHost:
             snapshot_store=self.disk.snapshot_reader,
             directory_id=self.disk.directory_id, bootstrap=bootstrap,
             broker=broker_identity(cfg, int(time.time() * 1000), random.Random()),
+            endpoints=announced_endpoints(cfg),
         )
         if start.image is not None:
             log.info("loaded snapshot %d-%d (%d keys, %d records); log [%d, %d)",

@@ -1,23 +1,21 @@
 """`PeerRpc`: the requests the core sends to other nodes, their answers stepped back, and where
 the other nodes are learned from.
 
-A Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) goes out through
-`Peers` on its own task; the answer is stepped back at once (`Pump.step_now`: a follower's Fetch is
-on the commit path), paired with its request (`Receive.in_reply_to`), so that the core can ignore
-an answer to a fetch that a newer one superseded. A send that fails is only logged: the core's
-timers retry. On a broker (issue 17), BrokerRegistration and BrokerHeartbeat go to the controller
-the core follows, and their answers are stepped back the same way.
+A Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot, UpdateRaftVoter)
+goes out through `Peers` on its own task; the answer is stepped back at once (`Pump.step_now`: a
+follower's Fetch is on the commit path), paired with its request (`Receive.in_reply_to`), so that
+the core can ignore an answer to a request a newer one superseded. A failed send is only logged:
+the core's timers retry. A broker's BrokerRegistration and BrokerHeartbeat go to the controller
+the core follows, a leader's ApiVersions to the replica it is about to add (at the endpoint the
+AddRaftVoter names; a failed send is answered with an error); their answers are stepped back too.
 
 Peers learn where each voter is from every voter set the core puts in effect (`Ready.voters`, the
-endpoint of the controller listener), before that Ready's messages go out, so that
-BeginQuorumEpoch reaches a voter just added. An observer that knows no voter set finds the leader
-through the bootstrap servers (pseudo ids -2, -3, ...): a Fetch that a bootstrap server answers
-without error was answered by the leader of that epoch (only a leader serves a Fetch), so the
-leader it names is at that address. A bootstrap server that is not the leader names the leader's
-id only (our Fetch responses' NodeEndpoints carry the responder's own client address, not Kafka's
-leader endpoint), so the observer tries the bootstrap servers again after its fetch timeout, until
-it meets the leader or learns the voter set from the log. The client addresses the voters
-announce in their messages are kept in `learned` (what Metadata advertises).
+controller listener's endpoint), before that Ready's messages go out. An observer that knows no
+voter set finds the leader through the bootstrap servers (pseudo ids -2, -3, ...): a Fetch that a
+bootstrap server answers without error was answered by the leader (only a leader serves one), so
+the leader it names is there; one that is not the leader names the leader's id only, so the
+observer tries them again after its fetch timeout. The client addresses the voters announce in
+their messages are kept in `learned` (what Metadata advertises).
 """
 
 from __future__ import annotations
@@ -29,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 from reference_node.config import Endpoint, NodeConfig
 from reference_node.raft import messages as m
 from reference_node.raft.api import Receive
-from reference_node.raft.voters import Voter, VoterSet
+from reference_node.raft.voters import Voter, VoterEndpoint, VoterSet
 from reference_node.server import translate
-from reference_node.server.peers import Peers
+from reference_node.server.peers import Outbound, Peers
 from reference_node.server.pump import Pump
 from reference_node.server.supervisor import Supervisor
+from reference_node.wire import apis
+from reference_node.wire.aio import api_versions_request
 from reference_node.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RAFT_REQUESTS = (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest,
-                 m.FetchRequest, m.FetchSnapshotRequest)
+                 m.FetchRequest, m.FetchSnapshotRequest, m.UpdateVoterRequest)
 BROKER_REQUESTS = (m.BrokerRegistrationRequest, m.BrokerHeartbeatRequest)
-REQUESTS = RAFT_REQUESTS + BROKER_REQUESTS
+REQUESTS = RAFT_REQUESTS + BROKER_REQUESTS + (m.ApiVersionsRequest,)
 """The core's messages that are requests to another node (the rest answer requests to us)."""
 
 
@@ -74,6 +74,8 @@ class PeerRpc:
         """Send the core's request `msg` (one of `REQUESTS`) to `dst` on its own task."""
         if isinstance(msg, BROKER_REQUESTS):
             self._supervisor.spawn(self._broker_rpc(dst, msg))
+        elif isinstance(msg, m.ApiVersionsRequest):
+            self._supervisor.spawn(self._api_versions(dst, msg))
         else:
             self._supervisor.spawn(self._rpc(dst, msg))
 
@@ -117,6 +119,31 @@ class PeerRpc:
         except Exception as exc:  # a controller's answer we cannot read is the controller's fault
             log.warning("unreadable %s from %d: %s", type(answer).__name__, dst, exc)
             return
+        self._pump.step(Receive(dst, response, msg))
+
+    async def _api_versions(self, dst: int, msg: m.ApiVersionsRequest) -> None:
+        """The leader's ApiVersions to a replica it is about to add (KIP-853), at the endpoint
+        the AddRaftVoter named for the controller listener; its `kraft.version` levels (the
+        SupportedFeatures of v3+) are stepped back. A failed send is answered as Kafka's
+        NetworkClient answers a disconnection: with an error (the add is refused at once)."""
+        listener = self._cfg.controller_listener_names[0]
+        ep = voter_endpoint(Voter(dst, None, tuple(VoterEndpoint(*x) for x in msg.listeners)),
+                            listener)
+        if ep is not None and dst != self._node_id:
+            self._peers.learn(dst, ep)
+        outbound = Outbound(apis.API_VERSIONS, apis.SUPPORTED_APIS[apis.API_VERSIONS],
+                            api_versions_request, "ApiVersions")
+        response: m.ApiVersionsResponse
+        try:
+            answer = await self._peers.request(dst, outbound)
+        except WireError as exc:
+            log.info("ApiVersions to %d (a voter to add) failed: %s", dst, exc)
+            response = m.ApiVersionsResponse(m.ErrorCode.network_exception)
+        else:
+            levels = next(((int(f.min_version), int(f.max_version))
+                           for f in getattr(answer, "supported_features", None) or ()
+                           if f.name == apis.KRAFT_VERSION_FEATURE), None)
+            response = m.ApiVersionsResponse(m.ErrorCode(answer.error_code), levels)
         self._pump.step(Receive(dst, response, msg))
 
     # --- where the other nodes are ------------------------------------------------------------

@@ -2,7 +2,7 @@
 where it goes.
 
 From the wire (`dispatch`, the listener's handler): Vote, BeginQuorumEpoch, EndQuorumEpoch,
-FetchSnapshot and a replica's Fetch (replica id >= 0) are translated (`translate`), checked (the
+FetchSnapshot, UpdateRaftVoter and a replica's Fetch (replica id >= 0) are translated (`translate`), checked (the
 cluster id; a request that does not name exactly our partition is INVALID_REQUEST) and stepped
 into the core; BrokerRegistration and BrokerHeartbeat (api 62/63, on a controller) are checked
 (cluster id, a listener and an incarnation id: else refused at once) and stepped in the same way;
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FETCH_SNAPSHOT)
+_RAFT_APIS = (apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FETCH_SNAPSHOT,
+              apis.UPDATE_RAFT_VOTER)
 _BROKER_APIS = (apis.BROKER_REGISTRATION, apis.BROKER_HEARTBEAT)
 
 TIMED_OUT: Any = object()

@@ -68,6 +68,7 @@ RAFT_REQUEST_KEYS = {
     m.EndQuorumEpochRequest: apis.END_QUORUM_EPOCH,
     m.FetchRequest: apis.FETCH,
     m.FetchSnapshotRequest: apis.FETCH_SNAPSHOT,
+    m.UpdateVoterRequest: apis.UPDATE_RAFT_VOTER,
 }
 
 
@@ -180,6 +181,14 @@ def request_to_kio(msg: m.Request, me: Endpoint, version: int | None = None) -> 
         return build(cls, {"cluster_id": msg.cluster_id,
                            "topics": [{"topic_name": TOPIC, "partitions": [part]}],
                            "leader_endpoints": [_endpoint_dict(me)]})
+    if isinstance(msg, m.UpdateVoterRequest):
+        low, high = msg.kraft_versions
+        return build(cls, {
+            "cluster_id": msg.cluster_id, "current_leader_epoch": msg.current_leader_epoch,
+            "voter_id": msg.voter_id, "voter_directory_id": msg.voter_directory_id,
+            "listeners": [{"name": n, "host": h, "port": p} for n, h, p in msg.listeners],
+            "k_raft_version_feature": {"min_supported_version": low,
+                                       "max_supported_version": high}})
     if isinstance(msg, m.FetchSnapshotRequest):
         part = {"partition": PARTITION, "current_leader_epoch": msg.current_leader_epoch,
                 "snapshot_id": _snapshot_id_dict(msg.snapshot_id), "position": msg.position,
@@ -273,6 +282,20 @@ def request_from_kio(api_key: int, body: Any) -> m.Request:
             snapshot_id=m.SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
             position=int(p.position), max_bytes=int(body.max_bytes),
             replica_directory_id=_known_uuid(getattr(p, "replica_directory_id", None)))
+    if api_key == apis.UPDATE_RAFT_VOTER:
+        feature = body.k_raft_version_feature
+        # Listeners once per name, the first kept (Kafka keys a voter's endpoints by name).
+        listeners: dict[str, tuple[str, str, int]] = {}
+        for listener in body.listeners or ():
+            listeners.setdefault(str(listener.name),
+                                 (str(listener.name), str(listener.host), int(listener.port)))
+        return m.UpdateVoterRequest(
+            cluster_id=body.cluster_id, current_leader_epoch=int(body.current_leader_epoch),
+            voter_id=int(body.voter_id),
+            voter_directory_id=_known_uuid(body.voter_directory_id),
+            listeners=tuple(listeners.values()),
+            kraft_versions=(int(feature.min_supported_version),
+                            int(feature.max_supported_version)))
     raise NotOurPartition(f"api {api_key} is not a Raft RPC")
 
 
@@ -334,6 +357,14 @@ def response_to_kio(api_key: int, version: int, msg: m.Response, me_id: int,
     """The kio response of `version` for the core's answer to a Raft request."""
     cls = apis.response_class(api_key, version)
     endpoints = [{"node_id": me_id, "host": me.host, "port": me.port}]
+    if isinstance(msg, m.UpdateVoterResponse):
+        # CurrentLeader's address: known here only when the leader is this node.
+        mine = msg.leader_id == me_id
+        return build(cls, {"throttle_time": 0, "error_code": msg.error.value,
+                           "current_leader": {"leader_id": msg.leader_id,
+                                              "leader_epoch": msg.leader_epoch,
+                                              "host": me.host if mine else "",
+                                              "port": me.port if mine else -1}})
     if isinstance(msg, m.FetchResponse):
         return build(cls, {"throttle_time": 0, "error_code": 0, "session_id": 0,
                            "responses": [{"topic": TOPIC, "topic_id": TOPIC_ID,
@@ -399,6 +430,10 @@ def response_from_kio(api_key: int, body: Any) -> m.Response:
             leader_epoch=int(p.current_leader.leader_epoch),
             snapshot_id=_snapshot_id(p.snapshot_id), size=int(p.size), position=int(p.position),
             data=bytes(p.unaligned_records or b""))
+    if api_key == apis.UPDATE_RAFT_VOTER:
+        return m.UpdateVoterResponse(m.ErrorCode(body.error_code),
+                                     int(body.current_leader.leader_id),
+                                     int(body.current_leader.leader_epoch))
     p = _only_partition(body.topics, "topic_name")
     error = m.ErrorCode(p.error_code) if int(body.error_code) == 0 else m.ErrorCode(
         body.error_code)
@@ -413,7 +448,8 @@ def response_from_kio(api_key: int, body: Any) -> m.Response:
 def response_api_key(msg: m.Response) -> int:
     return {m.VoteResponse: apis.VOTE, m.BeginQuorumEpochResponse: apis.BEGIN_QUORUM_EPOCH,
             m.EndQuorumEpochResponse: apis.END_QUORUM_EPOCH, m.FetchResponse: apis.FETCH,
-            m.FetchSnapshotResponse: apis.FETCH_SNAPSHOT}[type(msg)]
+            m.FetchSnapshotResponse: apis.FETCH_SNAPSHOT,
+            m.UpdateVoterResponse: apis.UPDATE_RAFT_VOTER}[type(msg)]
 
 
 # --- brokers: BrokerRegistration (62) and BrokerHeartbeat (63) -------------------------------

@@ -76,7 +76,7 @@ from reference_node.sim.evidence import Evidence
 from reference_node.sim.fault_state import HostFaults
 from reference_node.sim.invariants import Invariants
 from reference_node.sim.network import Network
-from reference_node.sim.node import SimNode, new_directory_id
+from reference_node.sim.node import SimNode, endpoint, new_directory_id
 from reference_node.sim.rpc import Rpc
 
 CLUSTER_ID = "sim-cluster"
@@ -205,7 +205,7 @@ class Cluster:
             node.qs, disk.entries, log_start_offset=disk.start_offset,
             log_start_epoch=disk.start_epoch, image=disk.image, snapshots=disk.snapshots,
             snapshot_store=DiskSnapshots(node.snapshots), directory_id=node.directory_id,
-            bootstrap=tuple(self.bootstrap_servers), **broker,
+            bootstrap=tuple(self.bootstrap_servers), endpoints=(endpoint(node.id),), **broker,
         )
         if node.is_broker and self.brokers is not None:
             self.brokers.started(node)

@@ -28,9 +28,13 @@ def new_directory_id(rng: random.Random) -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
 
 
+LISTENER = "CONTROLLER"
+"""The controller listener every simulated node has (`RaftConfig.controller_listener`)."""
+
+
 def endpoint(node: int) -> VoterEndpoint:
     """A voter's CONTROLLER listener: never dialled (the simulated network routes by node id)."""
-    return VoterEndpoint("CONTROLLER", f"node{node}", 9093)
+    return VoterEndpoint(LISTENER, f"node{node}", 9093)
 
 
 class SimNode:

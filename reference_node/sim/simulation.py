@@ -65,7 +65,7 @@ from reference_node.sim.invariants import Invariants, Violation
 from reference_node.sim.membership import MembershipNemesis, MembershipStats
 from reference_node.sim.nemesis import Nemesis
 from reference_node.sim.network import Network
-from reference_node.sim.node import SimNode
+from reference_node.sim.node import LISTENER, SimNode
 from reference_node.sim.zombies import ZombieWatch
 
 RECENT_EVENTS = 40
@@ -89,8 +89,9 @@ class SimConfig:
     """`metadata.log.max.record.bytes.between.snapshots`: small, so that every node snapshots
     every 15-20 entries and a follower away for a few seconds must install one."""
     retention_bytes: int = 3072
-    """`metadata.max.retention.bytes`: a few snapshots' worth, so that short absences still
-    catch up from the log and long ones need a snapshot."""
+    """`metadata.max.retention.bytes`, the log and the snapshot files (~440 bytes each)
+    together: one or two snapshot intervals of log besides them, so that short absences still catch
+    up from the log and long ones need a snapshot."""
     snapshot_interval_ms: int = 5000
     retention_ms: int = 10_000
     snapshot_chunk_bytes: int = 128
@@ -105,7 +106,7 @@ class SimConfig:
     a run sees brokers fenced and fencing themselves."""
 
     def raft_config(self) -> RaftConfig:
-        brokers: dict[str, int] = {}
+        brokers: dict[str, Any] = {}
         if self.brokers:
             brokers = {"broker_session_timeout_ms": self.broker_session_timeout_ms,
                        "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms,
@@ -115,7 +116,7 @@ class SimConfig:
             snapshot_max_record_bytes=self.snapshot_bytes,
             snapshot_interval_ms=self.snapshot_interval_ms, retention_bytes=self.retention_bytes,
             retention_ms=self.retention_ms, snapshot_chunk_bytes=self.snapshot_chunk_bytes,
-            **brokers,
+            controller_listener=LISTENER, **brokers,
         )
 
     @property

@@ -115,7 +115,8 @@ def to_kio(voters: VoterSet) -> VotersRecord:
               endpoints=tuple(Endpoint(name=e.name, host=e.host, port=u16(e.port))
                               for e in v.endpoints),
               k_raft_version_feature=KRaftVersionFeature(
-                  min_supported_version=i16(0), max_supported_version=i16(KRAFT_VERSION_MAX)))
+                  min_supported_version=i16(v.kraft_versions[0]),
+                  max_supported_version=i16(v.kraft_versions[1])))
         for v in voters))
 
 
@@ -132,7 +133,9 @@ def decode_voters(payload: bytes) -> VoterSet:
         voters = VoterSet(
             CoreVoter(int(v.voter_id), _directory(v.voter_directory_id),
                       tuple(VoterEndpoint(str(e.name), str(e.host), int(e.port))
-                            for e in v.endpoints))
+                            for e in v.endpoints),
+                      (int(v.k_raft_version_feature.min_supported_version),
+                       int(v.k_raft_version_feature.max_supported_version)))
             for v in record.voters)
     except ValueError as exc:
         raise ControlRecordError(f"VotersRecord: {exc}") from None

@@ -96,7 +96,7 @@ class AsyncKafkaConnection:
         version = ours.max
         try:
             while True:
-                response = await self.request(_api_versions_request(version), timeout)
+                response = await self.request(api_versions_request(version), timeout)
                 if response.error_code == ErrorCode.none:
                     self._theirs = {
                         int(k.api_key): VersionRange(int(k.min_version), int(k.max_version))
@@ -255,7 +255,8 @@ def choose_version(api_key: int, ours: VersionRange, theirs: dict[int, VersionRa
     return common.max
 
 
-def _api_versions_request(version: int) -> Any:
+def api_versions_request(version: int) -> Any:
+    """ApiVersionsRequest of `version`, naming this client (v3+)."""
     module = request_module(API_VERSIONS, version)
     if version >= 3:
         return module.ApiVersionsRequest(client_software_name="kraft-jepsen",

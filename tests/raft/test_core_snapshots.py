@@ -208,7 +208,7 @@ def test_a_snapshot_is_taken_after_the_interval_if_anything_was_applied() -> Non
     assert tick(core, now + 50_000).snapshot_write is None  # nothing new applied since
 
 
-def test_retention_moves_the_log_start_once_the_log_below_a_snapshot_is_too_big() -> None:
+def test_retention_moves_the_log_start_one_snapshot_at_a_time_while_the_log_is_too_big() -> None:
     payload = b"x" * 100
     config = cfg(snapshot_max_record_bytes=2 * entry_bytes(payload),
                  retention_bytes=3 * entry_bytes(payload))
@@ -223,10 +223,44 @@ def test_retention_moves_the_log_start_once_the_log_below_a_snapshot_is_too_big(
     assert ready.delete_before is None and core.log_start_offset == 0  # not durable yet
     core.step(SnapshotWritten(write.snapshot_id))
     ready = drain(core)
-    assert ready.delete_before == SnapshotId(5, 1) == core.snapshot_ids[0]
-    assert core.snapshot_ids == (SnapshotId(5, 1),)  # the older snapshot goes with the log
-    assert (core.log.start_offset, core.log.start_epoch, core.log.end_offset) == (5, 1, 5)
-    assert events(ready, "log-start") == [{"offset": 5, "epoch": 1}]
+    # Four records and the LeaderChange are too many: the log below the oldest snapshot goes,
+    # and the two records left are few enough (a core without a store counts no snapshot bytes).
+    assert ready.delete_before == SnapshotId(3, 1) == core.snapshot_ids[0]
+    assert core.snapshot_ids == (SnapshotId(3, 1), SnapshotId(5, 1))
+    assert (core.log.start_offset, core.log.start_epoch, core.log.end_offset) == (3, 1, 5)
+    assert events(ready, "log-start") == [{"offset": 3, "epoch": 1}]
+
+
+def restarted_with_three_snapshots(retention_bytes: int, snapshot_bytes: int) -> RaftCore:
+    """A follower restarted with its log at 8..12 (four 100-byte records, 680 bytes as
+    retention counts them) and snapshots at 8, 10 and 12 of `snapshot_bytes` each."""
+    sids = [SnapshotId(8, 2), SnapshotId(10, 2), SnapshotId(12, 2)]
+    return build(node_id=2, log=data(8, *[b"x" * 100] * 4, epoch=2), start=8, start_epoch=2,
+                 image=Image(12, 2, records=11), snapshots=sids,
+                 store=MemStore({sid: bytes(snapshot_bytes) for sid in sids}),
+                 config=cfg(retention_bytes=retention_bytes), qs=QuorumState(2, 1, None))
+
+
+def test_retention_counts_the_snapshots_with_the_log() -> None:
+    """Kafka's cleanSnapshotsRetentionSize: the log (680) and the three snapshots (300) hold 980
+    bytes, over 900: the oldest snapshot goes and the log start moves to the next (340 + 200
+    left). The log below the latest snapshot alone (680) was never over 900."""
+    core = restarted_with_three_snapshots(retention_bytes=900, snapshot_bytes=100)
+    ready = tick(core, 1)
+    assert ready.delete_before == SnapshotId(10, 2) and core.log_start_offset == 10
+    assert core.snapshot_ids == (SnapshotId(10, 2), SnapshotId(12, 2))
+    assert events(ready, "log-start") == [{"offset": 10, "epoch": 2}]
+    assert tick(core, 2).delete_before is None  # 540 bytes: nothing more to do
+
+
+def test_retention_keeps_the_latest_snapshot_whatever_its_size() -> None:
+    """Snapshots bigger than the limit alone: every older one goes, the latest stays."""
+    core = restarted_with_three_snapshots(retention_bytes=100, snapshot_bytes=5000)
+    ready = tick(core, 1)
+    assert ready.delete_before == SnapshotId(12, 2) and core.log_start_offset == 12
+    assert core.snapshot_ids == (SnapshotId(12, 2),)
+    assert events(ready, "log-start") == [{"offset": 10, "epoch": 2}, {"offset": 12, "epoch": 2}]
+    assert tick(core, 2).delete_before is None and core.snapshot_ids == (SnapshotId(12, 2),)
 
 
 def test_retention_by_age_moves_the_log_start_to_the_latest_snapshot() -> None:

@@ -5,11 +5,18 @@ core level (the simulator catches them end to end: test_membership_sim.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from reference_node.raft.api import AddVoter, ClientAppend, RemoveVoter, VoterChangeReply
 from reference_node.raft.config import RaftConfig, Unsafe
-from reference_node.raft.messages import EntryKind, ErrorCode
+from reference_node.raft.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    EntryKind,
+    ErrorCode,
+)
+from reference_node.raft.voters import SUPPORTED_KRAFT_VERSIONS
 from testkit.raft_cluster import Cluster
 
 OTHER_DIR = uuid.UUID(int=7, version=4)
@@ -50,6 +57,14 @@ def run_ticks(cluster: Cluster, ms: int = 10) -> None:
             cluster.tick(node)
 
 
+def versions_answered(cluster: Cluster) -> None:
+    """Deliver the leader's ApiVersions request to the replica it adds, and the answer: the
+    VotersRecord is appended (or the add refused); nothing else is delivered."""
+    for kind in (ApiVersionsRequest, ApiVersionsResponse):
+        (index,) = [i for i, f in enumerate(cluster.in_flight) if isinstance(f.message, kind)]
+        cluster.deliver(index)
+
+
 def answer(cluster: Cluster, request_id: int) -> VoterChangeReply:
     (reply,) = replies(cluster, request_id)
     return reply
@@ -79,41 +94,93 @@ def test_a_caught_up_observer_is_added_committed_and_described() -> None:
     assert quorum.observers == () and quorum.kraft_version == 1
 
 
-def test_an_observer_not_caught_up_is_refused_at_once_and_nothing_changes() -> None:
-    """Kafka's AddVoterHandler checks the replica once and refuses rather than wait out the
-    request's timeout."""
+def test_the_leader_asks_the_new_voter_its_kraft_versions_before_adding_it() -> None:
+    """Kafka's AddVoterHandler: an ApiVersions request to the replica first; the VotersRecord
+    (with the levels it answered) is appended only once it answers."""
+    cluster = kraft1()
+    before = voters_entries(cluster, 1)
+    cluster.step(1, AddVoter(1, cluster.voter(4)))
+    asked = [f for f in cluster.in_flight if isinstance(f.message, ApiVersionsRequest)]
+    assert [(f.src, f.dst) for f in asked] == [(1, 4)]
+    assert voters_entries(cluster, 1) == before and replies(cluster, 1) == []
+    cluster.settle()
+    assert len(voters_entries(cluster, 1)) == len(before) + 1
+    voter = cluster.core(1).voters.get(4)
+    assert voter is not None and voter.kraft_versions == SUPPORTED_KRAFT_VERSIONS
+
+
+def test_a_replica_that_does_not_answer_is_refused_after_the_request_timeout() -> None:
+    """No answer to ApiVersions within the request timeout (the replica is down): REQUEST_TIMED_OUT
+    (Kafka's maybeExpirePendingOperation), and nothing changes."""
     cluster = kraft1(down=(4,))
     end, before = cluster.core(1).log_end_offset, voters_entries(cluster, 1)
     cluster.step(1, AddVoter(1, cluster.voter(4), timeout_ms=60_000))
-    reply = answer(cluster, 1)  # no time has passed
+    run(cluster, cluster.config.request_timeout_ms - 10)
+    assert replies(cluster, 1) == []
+    run(cluster, 10, rounds=1)
+    reply = answer(cluster, 1)
     assert reply.error == ErrorCode.request_timed_out
-    assert reply.message is not None and "has not caught up" in reply.message
+    assert reply.message is not None and "did not answer ApiVersions" in reply.message
     assert cluster.core(1).voters.ids == {1, 2, 3}
     assert voters_entries(cluster, 1) == before and cluster.core(1).log_end_offset == end
 
 
-def test_a_second_change_while_one_is_uncommitted_is_refused() -> None:
+def test_a_replica_not_caught_up_when_it_answers_is_refused() -> None:
+    """The catch-up check runs when the answer comes (Kafka's isReplicaCaughtUp): replica 4 of
+    another directory than the one fetching answers, but that replica never fetched."""
+    cluster = kraft1()
+    other = dataclasses.replace(cluster.voter(4), directory_id=OTHER_DIR)
+    cluster.step(1, AddVoter(1, other))
+    cluster.settle()
+    reply = answer(cluster, 1)
+    assert reply.error == ErrorCode.request_timed_out
+    assert reply.message is not None and "has not caught up" in reply.message
+    assert cluster.core(1).voters.ids == {1, 2, 3}
+
+
+def test_a_replica_without_the_finalized_kraft_version_is_invalid() -> None:
+    """Kafka's validVersionRange: a replica that cannot read kraft.version 1 records must not
+    vote on them (INVALID_REQUEST)."""
+    cluster = kraft1()
+    cluster.crash(4)
+    cluster.hosts[4].kraft_versions = (0, 0)
+    cluster.start(4)
+    run(cluster, 600)
+    cluster.step(1, AddVoter(1, cluster.voter(4)))
+    cluster.settle()
+    reply = answer(cluster, 1)
+    assert reply.error == ErrorCode.invalid_request
+    assert reply.message is not None and "0..0" in reply.message
+    assert cluster.core(1).voters.ids == {1, 2, 3}
+
+
+def test_a_second_change_while_one_is_pending_or_uncommitted_is_refused() -> None:
     cluster = kraft1()
     before = voters_entries(cluster, 1)
-    cluster.step(1, AddVoter(1, cluster.voter(4)))  # appended at once: 4 is caught up
-    assert len(voters_entries(cluster, 1)) == len(before) + 1
+    cluster.step(1, AddVoter(1, cluster.voter(4)))  # asking 4's ApiVersions: an add pending
     cluster.step(1, RemoveVoter(2, 2, cluster.hosts[2].directory_id))
     assert answer(cluster, 2).error == ErrorCode.request_timed_out
+    cluster.deliver(0)  # 4 gets the ApiVersions request
+    cluster.deliver(len(cluster.in_flight) - 1)  # and its answer: appended, not committed
+    assert len(voters_entries(cluster, 1)) == len(before) + 1
+    cluster.step(1, RemoveVoter(3, 2, cluster.hosts[2].directory_id))
+    assert answer(cluster, 3).error == ErrorCode.request_timed_out
     cluster.settle()
     run(cluster, 600)
     assert answer(cluster, 1).error == ErrorCode.none
     assert cluster.core(1).voters.ids == {1, 2, 3, 4}
-    cluster.step(1, RemoveVoter(3, 2, cluster.hosts[2].directory_id))  # now it may
+    cluster.step(1, RemoveVoter(4, 2, cluster.hosts[2].directory_id))  # now it may
     cluster.settle()
     run(cluster, 600)
-    assert answer(cluster, 3).error == ErrorCode.none
+    assert answer(cluster, 4).error == ErrorCode.none
     assert cluster.core(1).voters.ids == {1, 3, 4}
 
 
 def test_a_refused_add_holds_no_other_change_off() -> None:
-    """Nothing waits for the replica: the next change is taken at once."""
+    """Once the add is refused, nothing waits for the replica: the next change is taken."""
     cluster = kraft1(down=(4,))
     cluster.step(1, AddVoter(1, cluster.voter(4)))
+    run(cluster, cluster.config.request_timeout_ms)
     assert answer(cluster, 1).error == ErrorCode.request_timed_out
     cluster.step(1, RemoveVoter(2, 3, cluster.hosts[3].directory_id))
     cluster.settle()
@@ -244,6 +311,7 @@ def test_truncation_undoes_an_uncommitted_voters_record_on_a_follower() -> None:
     before = voters_entries(cluster, 2)
     cluster.crash(3)
     cluster.step(1, AddVoter(1, cluster.voter(4)))
+    versions_answered(cluster)
     offset = voters_entries(cluster, 1)[-1]
     for _ in range(10):
         if voters_entries(cluster, 2) != before:
@@ -314,6 +382,7 @@ def test_add_unflushed_voter_counts_entries_the_new_voter_has_not_flushed() -> N
             cluster.deliver(0)
         assert cluster.core(3).log_end_offset > x >= cluster.hosts[3].disk.flushed
         cluster.step(1, AddVoter(2, cluster.voter(3)))
+        versions_answered(cluster)
         cluster.flush(1)
         while cluster.in_flight:
             cluster.deliver(0)
@@ -363,6 +432,7 @@ def test_a_new_voter_votes_before_it_has_the_record_that_added_it() -> None:
     cluster = kraft1()
     cluster.crash(3)
     cluster.step(1, AddVoter(1, cluster.voter(4)))
+    versions_answered(cluster)
     for _ in range(20):
         for msg in list(cluster.in_flight):  # nothing to or from 4
             index = cluster.in_flight.index(msg)

@@ -273,15 +273,39 @@ def test_observer_never_campaigns_unless_switched() -> None:
 
 
 def test_non_voter_candidate_with_newer_epoch_is_refused_without_epoch_bump() -> None:
-    """KIP-595 says a voter takes a non-voter candidate's newer epoch while refusing the vote (and
-    campaigns itself); Kafka's code refuses before any epoch change, and so do we
-    (docs/contracts.md, "Where we follow Kafka's code, not the KIP"): the follower keeps its
-    leader and epoch, so a stray non-voter cannot depose a healthy leader."""
+    """With static voters (kraft.version 0) a candidate outside the set is refused before any
+    epoch change, as Kafka up to 3.7 refused it (KIP-595 has the voter take the epoch and
+    campaign; Kafka 3.8+ takes it and judges the vote on the log): the follower keeps its leader
+    and epoch, so a stray or misconfigured non-voter cannot depose a healthy leader
+    (docs/contracts.md, "Where we follow Kafka's code, not the KIP")."""
     core = make(qs=QuorumState(3, 2, None))
     resp = answer(core, 9, vote(7, cand=9, last_epoch=6, last_offset=1000))
     assert resp.error == ErrorCode.inconsistent_voter_set and not resp.vote_granted
     assert (resp.leader_id, resp.leader_epoch) == (2, 3)
     assert (core.epoch, core.leader_id, core.state_name) == (3, 2, "follower")
+
+
+def test_with_voters_in_the_log_a_candidate_outside_the_set_is_judged_on_its_log() -> None:
+    """Kafka 3.8+ (KAFKA-16526: validateVoterOnlyRequest checks only the epoch and a negative
+    id): with voters in the log (kraft.version 1), a voter whose set lacks the candidate (it has
+    not fetched the VotersRecord that added it yet) takes the newer epoch and grants on the log
+    alone; the candidate counts only its own voters' grants. With static voters the refusal
+    stays (the test above; docs/contracts.md)."""
+    import random
+    import uuid
+
+    from reference_node.raft.core import RaftCore
+    from reference_node.raft.image import Image
+    from reference_node.raft.voters import Voter, VoterSet
+
+    dirs = {n: uuid.UUID(int=n, version=4) for n in (1, 2, 3)}
+    voters = VoterSet(Voter(n, dirs[n]) for n in (1, 2, 3))
+    core = RaftCore(2, None, CLUSTER, RaftConfig(), random.Random(0), 0, QuorumState(3, 1, None),
+                    image=Image(voters=voters, kraft_version=1), directory_id=dirs[2])
+    assert core.kraft_version == 1 and 9 not in core.voters
+    resp = answer(core, 9, VoteRequest(CLUSTER, 7, 9, 0, 0, False, 2, dirs[2]))
+    assert resp.error == ErrorCode.none and resp.vote_granted
+    assert (core.epoch, core.voted_id, core.state_name) == (7, 9, "unattached")
 
 
 def test_a_request_for_another_replica_of_this_id_is_refused() -> None:

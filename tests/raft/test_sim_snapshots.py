@@ -263,8 +263,10 @@ def test_a_lagging_follower_comes_back_below_the_log_start_and_installs() -> Non
 
 def test_corrupt_downloads_are_refused_and_fetched_again() -> None:
     """Under corrupt-snapshot a third of the chunks arrive with a byte flipped: the host's checks
-    refuse each bad download (SnapshotRefused) and the follower fetches the snapshot again."""
-    result = run_seed(1, SimConfig(faults=("corrupt-snapshot",), time_ms=SHORT))
+    refuse each bad download (SnapshotRefused) and the follower fetches the snapshot again.
+    Seed 2, the first that shows a refusal since issue 41's retention (Kafka's: the log and the
+    snapshots counted together) moved the schedules; seed 1's one download now arrives whole."""
+    result = run_seed(2, SimConfig(faults=("corrupt-snapshot",), time_ms=SHORT))
     assert result.ok, result.violation
     assert result.snapshots.refused > 0 and result.snapshots.installed >= 1
 

@@ -18,7 +18,6 @@ from reference_node.raft.api import (
     QuorumDescription,
     ReadReply,
     RemoveVoter,
-    UpdateVoter,
     VoterChangeReply,
 )
 from reference_node.raft.lifecycle import BrokerStatus
@@ -63,7 +62,7 @@ class NodeApiFake:
     def controller_listener(self) -> str:
         self._unused("controller_listener")
 
-    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter | UpdateVoter]
+    def change_voters(self, make: Callable[[int], AddVoter | RemoveVoter]
                       ) -> Awaitable[VoterChangeReply]:
         self._unused("change_voters")
 

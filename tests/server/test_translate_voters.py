@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from kio.records.readers import read_batch
@@ -111,3 +112,42 @@ def test_fetch_responses_by_topic_id_round_trip(version: int) -> None:
     assert translate.response_from_kio(apis.FETCH, body) == msg
     if version >= 16:
         assert translate.learned_endpoints(body) == {1: ME}
+
+
+UPDATE = m.UpdateVoterRequest("cid", 4, 2, DIR, (("CONTROLLER", "n2.example", 9093),), (0, 1))
+
+
+def test_a_voters_own_update_round_trips_as_kafkas_update_raft_voter() -> None:
+    body = translate.request_to_kio(UPDATE, ME)
+    req = decode_request(encode_request(1, body, "t")[4:])
+    assert req.api_key == apis.UPDATE_RAFT_VOTER
+    assert translate.request_from_kio(req.api_key, req.body) == UPDATE
+    answer = m.UpdateVoterResponse(m.ErrorCode.none, 1, 4)
+    kio_msg = translate.response_to_kio(apis.UPDATE_RAFT_VOTER, 0, answer, 1, ME)
+    assert (kio_msg.current_leader.host, int(kio_msg.current_leader.port)) == ("127.0.0.1", 9093)
+    _, back = decode_response(encode_response(9, kio_msg)[4:], type(kio_msg))
+    assert translate.response_from_kio(apis.UPDATE_RAFT_VOTER, back) == answer
+
+
+def test_a_voter_announces_only_its_advertised_controller_listener() -> None:
+    """Its bind address is not announced: peers may dial it another way (a proxy)."""
+    from reference_node.config import Listener, NodeConfig
+    from reference_node.server.node import announced_endpoints
+
+    bound = Listener("CONTROLLER", Endpoint("0.0.0.0", 9093))
+    cfg = NodeConfig(1, {}, (bound,), Path("/tmp/x"), controller_listener_names=("CONTROLLER",))
+    assert announced_endpoints(cfg) == ()
+    advertised = dataclasses.replace(cfg, advertised_listeners=(
+        Listener("CONTROLLER", Endpoint("n1.example", 9093)),
+        Listener("CLIENT", Endpoint("n1.example", 9092))))
+    assert announced_endpoints(advertised) == (VoterEndpoint("CONTROLLER", "n1.example", 9093),)
+
+
+def test_a_voters_record_keeps_each_voters_kraft_version_range() -> None:
+    from reference_node.storage.kraft_records import voters_payload
+
+    upgraded = VoterSet([dataclasses.replace(v, kraft_versions=(0, 2)) if v.id == 1 else v
+                         for v in VOTERS])
+    assert decode_voters(voters_payload(upgraded)) == upgraded
+    assert VoterSet.decode(upgraded.encode()) == upgraded
+    assert decode_voters(voters_payload(upgraded)).get(1).kraft_versions == (0, 2)  # type: ignore[union-attr]

@@ -188,7 +188,7 @@ def test_adding_an_unknown_replica_times_out_and_changes_nothing(quorum: Dynamic
     before = state(quorum)
     response = add(quorum, 9, uuid.uuid4(), [(LISTENER, "127.0.0.1", 1)], timeout_ms=300)
     assert response.error_code == ErrorCode.request_timed_out, response
-    assert "not caught up" in response.error_message
+    assert "did not answer ApiVersions" in response.error_message
     assert state(quorum) == before
 
 
@@ -234,27 +234,58 @@ def test_bad_remove_and_update_get_kafkas_errors(quorum: DynamicCluster) -> None
     assert state(quorum) == before
 
 
-def test_an_add_of_a_replica_that_never_fetched_is_refused_at_once(quorum: DynamicCluster) -> None:
-    """Kafka's AddVoterHandler checks the replica once: one the leader never saw fetch gets
-    REQUEST_TIMED_OUT at once, not after the request's timeout, and nothing changes."""
+def test_an_add_of_a_replica_that_cannot_be_reached_is_refused_at_once(quorum: DynamicCluster
+                                                                       ) -> None:
+    """Kafka's AddVoterHandler asks the replica's ApiVersions first: when the request cannot be
+    sent (nothing listens there), the add gets REQUEST_TIMED_OUT at once, not after the
+    request's timeout, and nothing changes."""
     before = state(quorum)
     started = time.monotonic()
     response = add(quorum, 9, uuid.uuid4(), [(LISTENER, "127.0.0.1", 1)], timeout_ms=3000)
     assert time.monotonic() - started < 2.0, "refused at once, not after its own timeout"
     assert response.error_code == ErrorCode.request_timed_out, response
-    assert "has not caught up" in response.error_message
+    assert "NETWORK_EXCEPTION" in response.error_message.upper()
     assert state(quorum) == before
 
 
 def test_adding_a_replica_that_stopped_fetching_times_out(quorum: DynamicCluster) -> None:
-    """Observer 3 was caught up, then stopped: once the fetch timeout has passed it is lagging,
-    and the leader does not add it. (Last in this module: node 3 stays down.)"""
+    """Observer 3 was caught up, then stopped: it does not answer the leader's ApiVersions, and
+    the leader does not add it. (Last in this module: node 3 stays down.)"""
     before = state(quorum)
     quorum.kill(3)
     time.sleep(1.2)  # past controller.quorum.fetch.timeout.ms
     response = add(quorum, 3, quorum.directory_id(3), timeout_ms=500)
     assert response.error_code == ErrorCode.request_timed_out, response
     assert state(quorum) == before
+
+
+def test_a_voter_announces_its_advertised_endpoint_itself(tmp_path: Path) -> None:
+    """KIP-853 end to end: node 2 is added under the name `localhost` (the leader's ApiVersions
+    reaches it there), but advertises its controller listener as 127.0.0.1; as a voter following
+    node 1 it sends UpdateRaftVoter on its own (Kafka's pollFollowerAsVoter, after 3 x the fetch
+    timeout), and the voter set names it as it advertises itself."""
+    cluster = DynamicCluster(tmp_path, size=2, extra=FAST)
+    port = cluster.ports[2]
+    config = cluster.config(2)
+    config.write_text(config.read_text() + f"advertised.listeners={LISTENER}://127.0.0.1:{port}\n")
+    try:
+        cluster.start()
+        assert cluster.wait_leader(timeout=20.0) == 1
+        cluster.caught_up([2])
+        added = add(cluster, 2, cluster.directory_id(2), [(LISTENER, "localhost", port)],
+                    timeout_ms=5000)
+        assert added.error_code == ErrorCode.none, added
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            with KafkaClient("127.0.0.1", cluster.ports[1]) as client:
+                nodes = client.call(DESCRIBE_QUORUM, describe_quorum_request).nodes
+            named = {n.node_id: [(x.host, x.port) for x in n.listeners] for n in nodes}
+            if named.get(2) == [("127.0.0.1", port)]:
+                break
+            time.sleep(0.2)
+        assert named.get(2) == [("127.0.0.1", port)], named
+    finally:
+        cluster.stop_all()
 
 
 def test_a_static_quorum_refuses_voter_changes(tmp_path: Path) -> None:
