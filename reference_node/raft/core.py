@@ -229,7 +229,12 @@ class RaftCore:
             if self.config.has(Unsafe.RESUME_LEADER_AFTER_RESTART):
                 self._become_leader(restart=True)
             else:
+                # Kafka's pollResigned tells the voters at once, in its first poll: a follower
+                # still fetching from this node hears that the epoch is over (and starts its
+                # election after the backoff a successor not listed waits) rather than after
+                # its fetch timeout.
                 self._set_state(self._new_resigned(()))
+                election.send_end_quorum(self)
         elif self.leader_id is not None and self.leader_id != self.node_id:
             self._set_state(Follower(fetch_deadline=self.now + self.config.fetch_timeout_ms))
         elif self.voted_id == self.node_id and self.is_voter:
@@ -855,6 +860,20 @@ class RaftCore:
         )
         state.unacked = {v for v in self.voters.ids if v != self.node_id}
         return state
+
+    def back_to_resigned(self, backoff: int) -> None:
+        """The leader of this epoch (it resigned: check-quorum, or a restart) lost its pre-vote:
+        it is the resigned leader of the epoch again, and runs again after `backoff`. Its leader
+        id and vote stay as persisted, so that a restart comes back Resigned (Kafka's
+        `QuorumState.initialize`), never a candidate of the epoch it led, whose voters granted it
+        their vote in that epoch and would elect it again: a second leader of one epoch, whose
+        new entries may take offsets the first wrote. The voters were told already: it asks
+        nothing of them."""
+        resigned = Resigned(
+            election_deadline=NEVER if self.shutting_down else self.now + backoff,
+            preferred_successors=(),
+        )
+        self._set_state(resigned)
 
     def resign(self) -> None:
         """Leader -> Resigned: tell the voters, most caught-up successor first."""

@@ -166,7 +166,11 @@ def maybe_win(core: CoreOps) -> None:
 
 
 def lose_prevote(core: CoreOps) -> None:
-    """A lost pre-vote goes back to the leader it had, or waits out a backoff unattached."""
+    """A lost pre-vote goes back to the leader it had, or waits out a backoff unattached; the
+    leader of this epoch, resigned, stays so (`back_to_resigned`)."""
+    if core.leader_id == core.node_id:
+        core.back_to_resigned(core.election_backoff())
+        return
     if core.leader_id is not None and core.leader_id != core.node_id:
         core.become_follower(core.epoch, core.leader_id)
     else:
