@@ -108,8 +108,11 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
         prog.last_fetch_ms = core.now
     voter = core.voters.is_voter(rid, req.replica_directory_id)
     if voter:
+        # Check-quorum counts only what Kafka's tryCompleteFetchRequest hands updateReplicaState:
+        # a VALID fetch (answered with records, not a snapshot id or a diverging epoch).
         note_voter_contact(core, state, rid,
-                           checks_quorum=matches_key(core, rid, req.replica_directory_id))
+                           checks_quorum=progress and matches_key(core, rid,
+                                                                  req.replica_directory_id))
     state.parked.pop(rid, None)
     if voter and progress:
         update_hw(core)
@@ -124,21 +127,18 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
 
 
 def matches_key(core: CoreOps, rid: int, directory_id: uuid.UUID | None) -> bool:
-    """Kafka's ReplicaState.matchesKey, as LeaderState.updateFetchedVoters applies it: a voter
-    known with a directory id is matched only by that directory, and a fetch that names none
-    matches it not (`Voter.matches`, which lets an unknown directory on either side match, is for
-    the rest); a voter known without one is matched by its id."""
+    """Is replica (`rid`, `directory_id`) a voter as LeaderState.updateFetchedVoters counts one
+    (`Voter.matches_key`)?"""
     voter = core.voters.get(rid)
-    if voter is None:
-        return False
-    return voter.directory_id is None or voter.directory_id == directory_id
+    return voter is not None and voter.matches_key(directory_id)
 
 
 def note_voter_contact(core: CoreOps, state: Leader, rid: int, checks_quorum: bool = True
                        ) -> None:
     """Voter `rid` fetched (or fetched a snapshot) in this epoch: it endorses this leader; and
-    the confirmation round of pending linearizable reads. With `checks_quorum` (its replica key
-    matches, `matches_key`) it counts for check-quorum."""
+    the confirmation round of pending linearizable reads. With `checks_quorum` (a fetch Kafka
+    counts: its replica key matches, `matches_key`, and for a Fetch a VALID one) it counts for
+    check-quorum."""
     state.endorsed.add(rid)
     state.begin_sent.pop(rid, None)
     if checks_quorum:

@@ -1,6 +1,8 @@
 """Check-quorum counts a Fetch only from a voter whose replica key matches, as Kafka's
 `LeaderState.updateFetchedVoters` does (`ReplicaState.matchesKey`: a voter known with a directory
-id matches only that directory; a fetch without one matches none)."""
+id matches only that directory; a fetch without one matches none), and only a VALID one, as
+Kafka's `tryCompleteFetchRequest` hands only those to `updateReplicaState` (not one answered with
+a diverging epoch or a snapshot id)."""
 
 from __future__ import annotations
 
@@ -90,3 +92,18 @@ def test_a_leader_fetched_only_by_uncounted_voters_resigns_at_check_quorum() -> 
             _fetch(core, 3, None)
     assert core.state_name == "resigned"
 
+
+
+def test_a_diverging_fetch_does_not_count() -> None:
+    """The leader's epoch 1 ends at offset 1: a fetch at 3 after epoch 1 diverges, and is
+    answered with the DivergingEpoch, but counts for nothing; a valid one of the same voter does."""
+    core = _leader()
+    _elect(core)
+    tick(core, core.now + 1000)
+    before = _deadline(core)
+    _fetch(core, 2, DIRS[2], offset=3, last_epoch=1)
+    _fetch(core, 3, DIRS[3], offset=3, last_epoch=1)
+    assert _deadline(core) == before
+    _fetch(core, 2, DIRS[2])
+    _fetch(core, 3, DIRS[3])
+    assert _deadline(core) == core.now + core.config.check_quorum_timeout_ms

@@ -272,9 +272,10 @@ def test_a_fetch_the_log_cannot_serve_is_answered_with_the_latest_snapshot(
     assert isinstance(resp, FetchResponse)
     assert resp.snapshot_id == SNAP and resp.records == () and resp.diverging_epoch is None
     assert resp.log_start_offset == 10
-    # Contact (endorsement, check-quorum), but no progress: the fetch offset counts for nothing.
+    # Contact (endorsement), but no progress: the fetch offset counts for nothing, and neither
+    # does the fetch for check-quorum (Kafka's tryCompleteFetchRequest: not a VALID fetch).
     assert 2 in state.endorsed  # type: ignore[union-attr]
-    assert state.check_quorum_deadline == 6_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
+    assert state.check_quorum_deadline == 5_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
     assert state.progress[2].end_offset == -1  # type: ignore[union-attr]
     assert core.high_watermark == 10
 
@@ -395,6 +396,29 @@ def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> No
         assert (2 in state.endorsed) is counted
         assert state.progress[2].directory_id == directory
     assert before < state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms
+
+
+def test_a_fetch_snapshot_naming_no_directory_is_no_check_quorum_contact() -> None:
+    """matchesKey: a voter known with a directory id is not matched by a FetchSnapshot naming
+    none (Kafka's updateCheckQuorumForFollowingVoter); one naming its directory is."""
+    dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
+    voters = VoterSet([Voter(v, d) for v, d in dirs.items()])
+    core = RaftCore(1, voters, CLUSTER, cfg(), random.Random(0), 0, QuorumState(2, None, None),
+                    data(10, b"a", b"b", epoch=2), 10, 2, Image(10, 2, records=9), [SNAP],
+                    MemStore({SNAP: SNAP_BYTES}), directory_id=dirs[1])
+    drain(core)
+    elect(core)
+    state = core.state
+    assert isinstance(state, Leader)
+    tick(core, 7_000)
+    before = state.check_quorum_deadline
+    for voter in (2, 3):
+        req = FetchSnapshotRequest(CLUSTER, voter, 3, SNAP, 0, 1 << 20, None)
+        resp = only(deliver(core, voter, req), FetchSnapshotResponse, voter)
+        assert isinstance(resp, FetchSnapshotResponse) and resp.error == ErrorCode.none
+    assert state.check_quorum_deadline == before
+    deliver(core, 2, FetchSnapshotRequest(CLUSTER, 2, 3, SNAP, 0, 1 << 20, dirs[2]))
+    assert state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms
 
 
 def test_a_follower_names_its_directory_in_fetch_snapshot() -> None:
