@@ -288,9 +288,9 @@ class RaftCore:
             for v in voters.ids:
                 if v != self.node_id:
                     replication.replica_progress(state, v)
-            # Fetches counted toward the old set's majority prove nothing of the new one's.
+            # Fetches counted toward the old set's majority prove nothing of the new one's. A new
+            # voter hears from the heartbeat if it does not fetch (it has, as an observer).
             state.fetched_since_check = {self.node_id}
-            election.send_begin_quorum(self)
             replication.wake_parked(self)  # the followers hear of the new set at once
             return
         if was_voter == self.is_voter:
@@ -765,8 +765,7 @@ class RaftCore:
             # timeout), keep the voters with better logs from ever campaigning: a livelock.
             state.election_deadline = old.election_deadline
         self._set_state(state)
-        if not self.is_voter:
-            replication.maybe_fetch(self)
+        replication.maybe_fetch(self)
 
     def become_follower(self, epoch: int, leader_id: int) -> None:
         if epoch > self.epoch:
@@ -959,6 +958,10 @@ class RaftCore:
             state.fetch_deadline = NEVER
         elif not isinstance(state, Leader):
             state.election_deadline = NEVER
+        if isinstance(state, Unattached) and self.is_voter:
+            # Nor does it look for a leader (Kafka's pollUnattachedAsVoter): the fetch in
+            # flight is given up, though its answer still names the leader it learns of.
+            state.fetch_sent_ms, state.fetch_retry_at = None, NEVER
 
 
 def _voter_history(static: VoterSet, image: Image, log: RaftLog) -> VoterHistory:
@@ -991,8 +994,7 @@ def _tick_unattached(core: RaftCore) -> None:
     if core.may_campaign and due:
         core.start_election()
         return
-    if not core.is_voter:
-        replication.maybe_fetch(core)
+    replication.maybe_fetch(core)
 
 
 def _tick_follower(core: RaftCore) -> None:

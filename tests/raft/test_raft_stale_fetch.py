@@ -47,3 +47,20 @@ def test_unpaired_answers_are_trusted_as_before() -> None:
     core, _ = follower()
     core.step(Receive(2, FetchResponse(ErrorCode.none, 2, 2, -1, 0, (), DivergingEpoch(2, 4))))
     assert drain(core).truncate_to == 4
+
+
+def test_an_answer_to_an_equal_but_older_fetch_is_ignored() -> None:
+    """The very request in flight, not an equal one: a fetch to a bootstrap server refused with
+    NOT_LEADER_OR_FOLLOWER must not end the equal fetch then sent to the leader (issue 41: an
+    unattached voter fetches as an observer does, then follows the leader it learns of)."""
+    core, latest = follower()
+    twin = FetchRequest(latest.cluster_id, latest.replica_id, latest.current_leader_epoch,
+                        latest.fetch_offset, latest.last_fetched_epoch, latest.max_wait_ms,
+                        latest.replica_directory_id)
+    assert twin == latest and twin is not latest
+    core.step(Receive(3, FetchResponse(ErrorCode.not_leader_or_follower, 2, 2, -1, 0), twin))
+    drain(core)
+    assert core.state.fetch_sent_ms is not None  # type: ignore[union-attr]
+    core.step(Receive(2, FetchResponse(ErrorCode.none, 2, 2, 4, 0, (), None), latest))
+    drain(core)
+    assert core.high_watermark == 4
