@@ -272,9 +272,10 @@ class Cluster:
         if not host.up:
             return Delivery.NODE_DOWN
         assert host.rpc is not None
+        request = host.rpc.request_of(msg.rid)  # what a response answers (None: a request)
         if not host.rpc.admit(msg.src, msg.message, msg.rid):
             return Delivery.UNASKED
-        self.step(msg.dst, Receive(msg.src, msg.message))
+        self.step(msg.dst, Receive(msg.src, msg.message, request))
         return Delivery.DELIVERED
 
     def drop(self, index: int) -> InFlight:

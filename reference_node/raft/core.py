@@ -246,7 +246,12 @@ class RaftCore:
             if self.config.has(Unsafe.RESUME_LEADER_AFTER_RESTART):
                 self._become_leader(restart=True)
             else:
+                # Kafka's pollResigned tells the voters at once, in its first poll: a follower
+                # still fetching from this node hears that the epoch is over (and starts its
+                # election after the backoff a successor not listed waits) rather than after
+                # its fetch timeout.
                 self._set_state(self._new_resigned(()))
+                election.send_end_quorum(self)
         elif self.leader_id is not None and self.leader_id != self.node_id:
             self._set_state(Follower(fetch_deadline=self.now + self.config.fetch_timeout_ms))
         elif self.voted_id == self.node_id and self.is_voter:
@@ -308,9 +313,9 @@ class RaftCore:
             for v in voters.ids:
                 if v != self.node_id:
                     replication.replica_progress(state, v)
-            # Fetches counted toward the old set's majority prove nothing of the new one's.
+            # Fetches counted toward the old set's majority prove nothing of the new one's. A new
+            # voter hears from the heartbeat if it does not fetch (it has, as an observer).
             state.fetched_since_check = {self.node_id}
-            election.send_begin_quorum(self)
             replication.wake_parked(self)  # the followers hear of the new set at once
             return
         if was_voter == self.is_voter:
@@ -794,8 +799,7 @@ class RaftCore:
             # timeout), keep the voters with better logs from ever campaigning: a livelock.
             state.election_deadline = old.election_deadline
         self._set_state(state)
-        if not self.is_voter:
-            replication.maybe_fetch(self)
+        replication.maybe_fetch(self)
 
     def become_follower(self, epoch: int, leader_id: int) -> None:
         if epoch > self.epoch:
@@ -911,6 +915,20 @@ class RaftCore:
         state.unacked = {v for v in self.voters.ids if v != self.node_id}
         return state
 
+    def back_to_resigned(self, backoff: int) -> None:
+        """The leader of this epoch (it resigned: check-quorum, or a restart) lost its pre-vote:
+        it is the resigned leader of the epoch again, and runs again after `backoff`. Its leader
+        id and vote stay as persisted, so that a restart comes back Resigned (Kafka's
+        `QuorumState.initialize`), never a candidate of the epoch it led, whose voters granted it
+        their vote in that epoch and would elect it again: a second leader of one epoch, whose
+        new entries may take offsets the first wrote. The voters were told already: it asks
+        nothing of them."""
+        resigned = Resigned(
+            election_deadline=NEVER if self.shutting_down else self.now + backoff,
+            preferred_successors=(),
+        )
+        self._set_state(resigned)
+
     def resign(self) -> None:
         """Leader -> Resigned: tell the voters, most caught-up successor first."""
         state = self.state
@@ -994,6 +1012,10 @@ class RaftCore:
             state.fetch_deadline = NEVER
         elif not isinstance(state, Leader):
             state.election_deadline = NEVER
+        if isinstance(state, Unattached) and self.is_voter:
+            # Nor does it look for a leader (Kafka's pollUnattachedAsVoter): the fetch in
+            # flight is given up, though its answer still names the leader it learns of.
+            state.fetch_sent_ms, state.fetch_retry_at = None, NEVER
 
 
 def _voter_history(static: VoterSet, image: Image, log: RaftLog) -> VoterHistory:
@@ -1026,8 +1048,7 @@ def _tick_unattached(core: RaftCore) -> None:
     if core.may_campaign and due:
         core.start_election()
         return
-    if not core.is_voter:
-        replication.maybe_fetch(core)
+    replication.maybe_fetch(core)
 
 
 def _tick_follower(core: RaftCore) -> None:

@@ -172,7 +172,11 @@ def lose_prevote(core: CoreOps, rejected: bool) -> None:
     """A lost pre-vote (Kafka's prospectiveTransitionAfterElectionLoss) goes back to the leader it
     had, or else unattached in its epoch. There, one refused waits a new random election timeout
     before it asks again (Kafka's transitionToUnattached); one that timed out keeps its expired
-    timer, so it asks again at once."""
+    timer, so it asks again at once. The leader of this epoch, resigned, stays so
+    (`back_to_resigned`), on the same timers."""
+    if core.leader_id == core.node_id:
+        core.back_to_resigned(core.random_election_timeout() if rejected else 0)
+        return
     if core.leader_id is not None and core.leader_id != core.node_id:
         core.become_follower(core.epoch, core.leader_id)
     else:
@@ -183,18 +187,32 @@ def lose_prevote(core: CoreOps, rejected: bool) -> None:
 
 
 def send_begin_quorum(core: CoreOps) -> None:
-    """Until each voter endorses the new leader (by answering, or by fetching in its epoch)."""
+    """The leader's heartbeat (Kafka's beginQuorumEpochTimer, KAFKA-16536): when elected, then
+    every fetch timeout / 2, to each voter that has not fetched in that time (KAFKA-16926:
+    `needToSendBeginQuorumRequests`, a VALID fetch by the voter's replica key) and has no
+    BeginQuorumEpoch in flight (sent within the request timeout, unanswered). Not only until a
+    voter first endorses the leader: a voter that fetches from no one (it missed the leader's
+    epoch or endpoint, or its own state was lost) hears of the leader within that time."""
     state = core.state
     assert isinstance(state, Leader)
-    timeout = core.config.request_timeout_ms
-    for v in core.voters.sorted():
-        if v == core.node_id or v in state.endorsed:
+    if core.now < state.begin_quorum_due:
+        return
+    period = core.config.fetch_timeout_ms // 2
+    state.begin_quorum_due = core.now + period
+    for voter in core.voters:
+        v = voter.id
+        if v == core.node_id:
+            continue
+        prog = state.progress.get(v)
+        if prog is not None and prog.valid_fetch_ms >= 0 and \
+                voter.matches_key(prog.directory_id) and core.now - prog.valid_fetch_ms < period:
             continue
         sent = state.begin_sent.get(v)
-        if sent is None or core.now - sent >= timeout:
-            core.send(v, BeginQuorumEpochRequest(core.cluster_id, core.node_id, core.epoch, v,
-                                                  _directory_of(core, v)))
-            state.begin_sent[v] = core.now
+        if sent is not None and core.now - sent < core.config.request_timeout_ms:
+            continue
+        core.send(v, BeginQuorumEpochRequest(core.cluster_id, core.node_id, core.epoch, v,
+                                             voter.directory_id))
+        state.begin_sent[v] = core.now
 
 
 def on_begin_quorum_request(core: CoreOps, src: int, req: BeginQuorumEpochRequest) -> None:
@@ -212,16 +230,11 @@ def on_begin_quorum_request(core: CoreOps, src: int, req: BeginQuorumEpochReques
 
 
 def on_begin_quorum_response(core: CoreOps, src: int, resp: BeginQuorumEpochResponse) -> None:
-    # A stale or refused answer is retried soon, like a failed one (below).
+    """An answer ends the request in flight; the heartbeat asks again at its next turn, if the
+    voter has not fetched by then (a refusal too: Kafka's timer does not retry sooner)."""
     state = core.state
-    if not isinstance(state, Leader):
-        return
-    if resp.error == ErrorCode.none and resp.leader_epoch == core.epoch:
-        state.endorsed.add(src)
+    if isinstance(state, Leader):
         state.begin_sent.pop(src, None)
-    else:
-        # Try again after the retry backoff rather than the full request timeout.
-        state.begin_sent[src] = core.now - core.config.request_timeout_ms + core.config.retry_backoff_ms
 
 
 # --- EndQuorumEpoch -------------------------------------------------------------------------------

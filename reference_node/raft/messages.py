@@ -218,7 +218,8 @@ class _FromLeader:
 
 @dataclass(frozen=True, slots=True)
 class BeginQuorumEpochRequest(_FromLeader):
-    """Sent by a new leader to every voter until each endorses it."""
+    """Sent by a leader to each voter when elected, then every fetch timeout / 2 to each voter
+    that has not fetched from it in that time (Kafka's heartbeat, KAFKA-16536/16926)."""
 
     cluster_id: str | None
     leader_id: int

@@ -110,8 +110,11 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
         prog.last_fetch_ms = core.now
     voter = core.voters.is_voter(rid, req.replica_directory_id)
     if voter:
+        # Check-quorum counts only what Kafka's tryCompleteFetchRequest hands updateReplicaState:
+        # a VALID fetch (answered with records, not a snapshot id or a diverging epoch).
         note_voter_contact(core, state, rid,
-                           checks_quorum=matches_key(core, rid, req.replica_directory_id))
+                           checks_quorum=progress and matches_key(core, rid,
+                                                                  req.replica_directory_id))
     state.parked.pop(rid, None)
     if voter and progress:
         update_hw(core)
@@ -126,23 +129,17 @@ def on_fetch_request(core: CoreOps, src: int, req: FetchRequest) -> None:
 
 
 def matches_key(core: CoreOps, rid: int, directory_id: uuid.UUID | None) -> bool:
-    """Kafka's ReplicaState.matchesKey, as LeaderState.updateFetchedVoters applies it: a voter
-    known with a directory id is matched only by that directory, and a fetch that names none
-    matches it not (`Voter.matches`, which lets an unknown directory on either side match, is for
-    the rest); a voter known without one is matched by its id."""
+    """Is replica (`rid`, `directory_id`) a voter as LeaderState.updateFetchedVoters counts one
+    (`Voter.matches_key`)?"""
     voter = core.voters.get(rid)
-    if voter is None:
-        return False
-    return voter.directory_id is None or voter.directory_id == directory_id
+    return voter is not None and voter.matches_key(directory_id)
 
 
 def note_voter_contact(core: CoreOps, state: Leader, rid: int, checks_quorum: bool = True
                        ) -> None:
-    """Voter `rid` fetched (or fetched a snapshot) in this epoch: it endorses this leader; and
-    the confirmation round of pending linearizable reads. With `checks_quorum` (its replica key
-    matches, `matches_key`) it counts for check-quorum."""
-    state.endorsed.add(rid)
-    state.begin_sent.pop(rid, None)
+    """Voter `rid` fetched (or fetched a snapshot) in this epoch: the confirmation round of
+    pending linearizable reads. With `checks_quorum` (a fetch Kafka counts: its replica key
+    matches, `matches_key`, and for a Fetch a VALID one) it counts for check-quorum."""
     if checks_quorum:
         state.fetched_since_check.add(rid)
         if core.voters.count(state.fetched_since_check) >= core.voters.majority:
@@ -384,11 +381,12 @@ def on_flushed(core: CoreOps, end_offset: int) -> None:
 
 
 def fetch_target(core: CoreOps) -> int | None:
-    """The leader when known; an observer without one asks a random bootstrap server
-    (`controller.quorum.bootstrap.servers`, KIP-853), or without those a random voter."""
+    """The leader when known; without one, a voter as an observer asks a random bootstrap server
+    (`controller.quorum.bootstrap.servers`, KIP-853), or without those a random voter (Kafka's
+    pollUnattachedCommon: maybeSendFetchToAnyBootstrap, for voters too)."""
     if core.leader_id is not None and core.leader_id != core.node_id:
         return core.leader_id
-    if isinstance(core.state, Unattached) and not core.is_voter:
+    if isinstance(core.state, Unattached):
         others = list(core.bootstrap) or [v for v in core.voters.sorted() if v != core.node_id]
         return core.rng.choice(others) if others else None
     return None
@@ -398,8 +396,8 @@ def maybe_fetch(core: CoreOps) -> None:
     state = core.state
     if not isinstance(state, Follower | Unattached):
         return
-    if isinstance(state, Unattached) and core.is_voter:
-        return
+    if isinstance(state, Unattached) and core.is_voter and core.shutting_down:
+        return  # Kafka's pollUnattachedAsVoter: it stays to vote, and asks no one
     if state.fetch_sent_ms is not None:
         if core.now - state.fetch_sent_ms < core.config.request_timeout_ms:
             return
@@ -455,12 +453,15 @@ def on_update_voter_response(core: CoreOps, src: int, resp: UpdateVoterResponse)
 def answers_an_older_fetch(core: CoreOps, request: object) -> bool:
     """A Fetch answer paired with a request that is not our latest fetch: a retry superseded it
     (the first timed out) or we moved on. Kafka's RequestManager ignores such answers; acting on
-    one could truncate, on a DivergingEpoch computed for an older offset, entries fetched since."""
+    one could truncate, on a DivergingEpoch computed for an older offset, entries fetched since.
+    The very request, not an equal one: an unattached voter's fetch to a bootstrap server and
+    its first fetch from the leader it then learns of may carry the same fields, and the
+    former's refusal must not end the latter (hosts hand back the object the core sent)."""
     if request is None:
         return False  # the host does not pair answers with requests: trust it
     state = core.state
     in_flight = state.fetch_in_flight if isinstance(state, Follower | Unattached) else None
-    return request != in_flight
+    return request is not in_flight
 
 
 def on_fetch_response(core: CoreOps, src: int, resp: FetchResponse) -> None:

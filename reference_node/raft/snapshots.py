@@ -259,12 +259,14 @@ def on_fetch_snapshot_request(core: CoreOps, src: int, req: FetchSnapshotRequest
                       min(req.max_bytes, core.config.snapshot_chunk_bytes))
     rid = req.replica_id
     # The fetcher follows this leader in this epoch: a contact, as a Fetch is (check-quorum,
-    # endorsement, read confirmation), though no offset progress; from the voter of that
-    # directory only (Kafka's updateCheckQuorumForFollowingVoter with the ReplicaKey).
+    # endorsement, read confirmation), though no offset progress; for check-quorum, from the
+    # voter of that directory only (Kafka's updateCheckQuorumForFollowingVoter with the
+    # ReplicaKey, ReplicaState.matchesKey).
     directory_id = req.replica_directory_id
     replication.replica_progress(state, rid, directory_id).last_fetch_ms = core.now
     if core.voters.is_voter(rid, directory_id):
-        replication.note_voter_contact(core, state, rid)
+        replication.note_voter_contact(
+            core, state, rid, checks_quorum=replication.matches_key(core, rid, directory_id))
     core.answer(src, req, FetchSnapshotResponse(
         ErrorCode.none, core.node_id, core.epoch, req.snapshot_id, size, req.position, data
     ))

@@ -44,8 +44,8 @@ def _min_sent(sent: dict[int, int], timeout: int) -> int:
 
 @dataclass(slots=True)
 class Unattached:
-    """No leader known in this epoch (maybe a vote cast). A voter campaigns at `election_deadline`;
-    an observer instead fetches from random voters until one names the leader."""
+    """No leader known in this epoch (maybe a vote cast). It fetches from a random bootstrap
+    server (or voter) until one names the leader; a voter campaigns at `election_deadline`."""
 
     name = "unattached"
     election_deadline: int = NEVER
@@ -54,9 +54,8 @@ class Unattached:
     fetch_in_flight: FetchRequest | None = None
 
     def deadline(self, now: int, request_timeout: int) -> int:
-        if self.election_deadline != NEVER:
-            return self.election_deadline
-        return _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
+        fetch = _fetch_deadline(self.fetch_sent_ms, self.fetch_retry_at, now, request_timeout)
+        return min(self.election_deadline, fetch)
 
 
 @dataclass(slots=True)
@@ -154,16 +153,21 @@ class ReplicaProgress:
     directory_id: uuid.UUID | None = None
     """The directory id the replica fetches with (KIP-853): a voter's row counts toward the high
     watermark only when it matches the voter's."""
+    valid_fetch_ms: int = -1
+    """The replica's latest VALID fetch (`fetched`), Kafka's ReplicaState.lastFetchTimestamp:
+    what the BeginQuorumEpoch heartbeat goes by (`last_fetch_ms` counts any fetch)."""
 
     def fetched(self, now: int, fetch_offset: int, leader_end: int) -> None:
-        """Kafka's updateFollowerState: LastCaughtUpTimestamp is the last time the replica's
-        fetch offset reached the leader's end offset, now or as of its previous fetch."""
+        """Kafka's updateFollowerState, for a VALID fetch: LastCaughtUpTimestamp is the last time
+        the replica's fetch offset reached the leader's end offset, now or as of its previous
+        fetch."""
         if fetch_offset >= leader_end:
             self.last_caught_up_ms = max(self.last_caught_up_ms, now)
         elif 0 < self.leader_end_at_last_fetch <= fetch_offset:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
         self.leader_end_at_last_fetch = leader_end
         self.last_fetch_ms = max(self.last_fetch_ms, now)
+        self.valid_fetch_ms = max(self.valid_fetch_ms, now)
         self.end_offset = max(self.end_offset, fetch_offset)
 
 
@@ -223,8 +227,12 @@ class Leader:
     epoch_start: int
     check_quorum_deadline: int
     progress: dict[int, ReplicaProgress] = field(default_factory=dict)
-    endorsed: set[int] = field(default_factory=set)
+    begin_quorum_due: int = 0
+    """When the BeginQuorumEpoch heartbeat next goes out (Kafka's beginQuorumEpochTimer: at once
+    when elected, then every fetch timeout / 2)."""
     begin_sent: dict[int, int] = field(default_factory=dict)
+    """Voter -> when the BeginQuorumEpoch in flight to it was sent (one at a time, as Kafka's
+    RequestManager allows; dropped when answered)."""
     fetched_since_check: set[int] = field(default_factory=set)
     parked: dict[int, tuple[FetchRequest, int]] = field(default_factory=dict)
     appends: list[PendingAppend] = field(default_factory=list)
@@ -245,7 +253,7 @@ class Leader:
     broker_answers: list[PendingBrokerAnswer] = field(default_factory=list)
 
     def deadline(self, now: int, request_timeout: int) -> int:
-        d = min(self.check_quorum_deadline, _min_sent(self.begin_sent, request_timeout))
+        d = min(self.check_quorum_deadline, self.begin_quorum_due)
         for _, expiry in self.parked.values():
             d = min(d, expiry)
         for change in self.voter_changes:

@@ -97,6 +97,13 @@ class Voter:
         return self.directory_id is None or directory_id is None or \
             self.directory_id == directory_id
 
+    def matches_key(self, directory_id: uuid.UUID | None) -> bool:
+        """Kafka's `ReplicaState.matchesKey`, for a replica of this voter's id: a voter known
+        with a directory id is that directory only (a replica naming none is not it); one known
+        without is any replica of its id. What a leader counts a voter's fetches by
+        (check-quorum, the BeginQuorumEpoch heartbeat); `matches` decides the rest."""
+        return self.directory_id is None or self.directory_id == directory_id
+
     def describe(self) -> str:
         """`id@host:port:directoryId`, the form `kraft node format --initial-controllers` takes."""
         ep = self.endpoints[0] if self.endpoints else None

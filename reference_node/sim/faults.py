@@ -43,8 +43,9 @@ FAULTS: dict[str, str] = {
     "corrupt-snapshot": "a lagging follower that comes back through a link flipping a byte in a "
     "third of the FetchSnapshot chunks: its checks (CRC, header, footer, id) refuse each bad "
     "download and it asks again",
-    "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X, which "
-    "restarts at once and then crashes right after each vote it grants, back within a few ms",
+    "crash-after-vote": "a bridge partition {A,Y} | X | {B,Z} around the leader X (slow paths "
+    "from A's side to X and from X to B's side), which restarts at once and then crashes right "
+    "after each vote it grants, back within a few ms",
     "fsync-stall": "the disk of one node, the leader or a minority of voters stalls for 0.5-9 s: "
     "its log flushes and snapshot writes complete only once it ends; messages, reads and ticks "
     "go on",

@@ -625,7 +625,8 @@ class Behaviour:
                   now_ms: int) -> None:
         """Every other response: its epoch, when higher, is the node's after the step. An answer
         to a fetch that is no longer the one in flight is ignored (Kafka's RequestManager), so
-        it proves nothing; that pairing is read from the core's state before the step."""
+        it proves nothing; that pairing is read from the core's state before the step, by
+        identity (an equal fetch sent earlier, to a bootstrap server, is another request)."""
         response = receive.message
         assert isinstance(response, BeginQuorumEpochResponse | EndQuorumEpochResponse
                           | FetchResponse | FetchSnapshotResponse)
@@ -641,7 +642,7 @@ class Behaviour:
         acted_on = True
         if isinstance(response, FetchResponse | FetchSnapshotResponse):
             request = receive.in_reply_to
-            acted_on = request is None or request == getattr(core.state, "fetch_in_flight", None)
+            acted_on = request is None or request is getattr(core.state, "fetch_in_flight", None)
         core.step(receive, now_ms=now_ms)
         if acted_on:
             _stepped_down(replica[0], core, response, response.leader_epoch, before)

@@ -383,15 +383,21 @@ class Nemesis:
         return [rng.choice(alive)]
 
     def start_crash_after_vote(self) -> Victims:
-        """Bridge the voters around the leader X ({A,Y} | X | {B,Z}), X's replies to one side on a
-        slow path, and restart X; from then on X crashes right after each vote it grants.
+        """Bridge the voters around the leader X ({A,Y} | X | {B,Z}) on slow paths (A's side to
+        X, X to B's side), and restart X; from then on X crashes right after each vote it grants.
 
-        The restarted X is resigned and silent, so every follower's fetch times out together and
-        both sides elect, each needing X. B's pre-vote reaches X while X is still in the old epoch;
-        X's grant reaches B only after X has voted for A in the new epoch, crashed and come back.
-        So B campaigns in A's epoch and asks the restarted X, which must remember its vote: a vote
-        lost with the crash (forget-vote) elects two leaders in one epoch. Without the slow path,
-        X's answer would carry the new epoch and move B past it.
+        The restarted X is resigned: its EndQuorumEpoch (Kafka's pollResigned) brings every
+        follower's election forward to an election backoff after it arrives, and it arrives
+        after a delay of its own to each (0-0.5 s, as the followers' last fetches once did), so
+        that no side's voters start in the same millisecond and split their votes. Both sides
+        elect, each needing X. B's pre-vote reaches X while X is still in the old epoch (A's
+        requests reach X late); X's grant reaches B only after X has voted for A in the new
+        epoch, crashed and come back. So B campaigns in A's epoch and asks the restarted X, which
+        must remember its vote: a vote lost with the crash (forget-vote) elects two leaders in
+        one epoch. The window is short: the restarted X looks for the leader by fetching (an
+        unattached voter does), and the slow path from A's side is what keeps A's answers, and
+        A's BeginQuorumEpoch, from naming the leader to X before B asks. Without the slow path
+        to B, X's answer would carry the new epoch and move B past it.
         """
         rng = self.rng
         cluster = self.cluster
@@ -404,15 +410,20 @@ class Nemesis:
         for n in cluster.node_ids:
             if n not in voter_ids and n != bridge:
                 sides[rng.randrange(2)].append(n)
-        self.net.partition(sides, cluster.node_ids)
-        for n in rest[half:]:
-            # Different per node, so that the slow side's pre-votes finish one at a time rather
-            # than splitting its votes.
-            self.net.slow_link(bridge, n, rng.randrange(20, 300))
+        for n in rest:
+            self.net.slow_link(bridge, n, rng.randrange(0, 500))  # the EndQuorumEpoch only
         node = cluster.nodes[bridge]
         if node.alive:
             cluster.stop(node, graceful=False)
         cluster.start(node)
+        self.net.slow.clear()
+        self.net.partition(sides, cluster.node_ids)
+        for n in rest[:half]:
+            self.net.slow_link(n, bridge, rng.randrange(20, 300))
+        for n in rest[half:]:
+            # Different per node, so that the slow side's pre-votes finish one at a time rather
+            # than splitting its votes.
+            self.net.slow_link(bridge, n, rng.randrange(20, 300))
         return (bridge,)
 
     def start_fsync_stall(self) -> Victims:

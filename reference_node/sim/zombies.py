@@ -11,8 +11,8 @@ collects the voters that fetched since its timer last restarted and restarts it 
 make a majority. Fetches from before the cut count toward that set, so one voter still in reach
 can complete it up to one timeout after the cut (its first fetch as a follower of this leader,
 say), and the restarted timer runs one more timeout: a leader cut off at t may lead until
-t + 2 x timeout (simulator seed 54 of the targeted shapes alone: a halves partition, 4's fetch
-just before it and 3's 1.8 s after, leader 5 led 4.8 s after the cut).
+t + 2 x timeout (issue 21 found it in a run; tests/raft/test_check_quorum.py shows it step by
+step).
 
 With KIP-853 (`dynamic`) the voters are whoever a node's own voter set names, so every running
 node is judged by the set its core holds (a leader by the set it counts its quorum in, itself

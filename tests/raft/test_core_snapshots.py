@@ -306,9 +306,9 @@ def test_a_fetch_the_log_cannot_serve_is_answered_with_the_latest_snapshot(
     assert isinstance(resp, FetchResponse)
     assert resp.snapshot_id == SNAP and resp.records == () and resp.diverging_epoch is None
     assert resp.log_start_offset == 10
-    # Contact (endorsement, check-quorum), but no progress: the fetch offset counts for nothing.
-    assert 2 in state.endorsed  # type: ignore[union-attr]
-    assert state.check_quorum_deadline == 6_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
+    # No progress: the fetch offset counts for nothing, and neither does the fetch for
+    # check-quorum (Kafka's tryCompleteFetchRequest: not a VALID fetch).
+    assert state.check_quorum_deadline == 5_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
     assert state.progress[2].end_offset == -1  # type: ignore[union-attr]
     assert core.high_watermark == 10
 
@@ -426,9 +426,32 @@ def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> No
         req = FetchSnapshotRequest(CLUSTER, 2, 3, SNAP, 0, 1 << 20, directory)
         resp = only(deliver(core, 2, req), FetchSnapshotResponse, 2)
         assert isinstance(resp, FetchSnapshotResponse) and resp.error == ErrorCode.none
-        assert (2 in state.endorsed) is counted
+        assert (state.check_quorum_deadline > before) is counted
         assert state.progress[2].directory_id == directory
     assert before < state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms
+
+
+def test_a_fetch_snapshot_naming_no_directory_is_no_check_quorum_contact() -> None:
+    """matchesKey: a voter known with a directory id is not matched by a FetchSnapshot naming
+    none (Kafka's updateCheckQuorumForFollowingVoter); one naming its directory is."""
+    dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
+    voters = VoterSet([Voter(v, d) for v, d in dirs.items()])
+    core = RaftCore(1, voters, CLUSTER, cfg(), random.Random(0), 0, QuorumState(2, None, None),
+                    data(10, b"a", b"b", epoch=2), 10, 2, Image(10, 2, records=9), [SNAP],
+                    MemStore({SNAP: SNAP_BYTES}), directory_id=dirs[1])
+    drain(core)
+    elect(core)
+    state = core.state
+    assert isinstance(state, Leader)
+    tick(core, 7_000)
+    before = state.check_quorum_deadline
+    for voter in (2, 3):
+        req = FetchSnapshotRequest(CLUSTER, voter, 3, SNAP, 0, 1 << 20, None)
+        resp = only(deliver(core, voter, req), FetchSnapshotResponse, voter)
+        assert isinstance(resp, FetchSnapshotResponse) and resp.error == ErrorCode.none
+    assert state.check_quorum_deadline == before
+    deliver(core, 2, FetchSnapshotRequest(CLUSTER, 2, 3, SNAP, 0, 1 << 20, dirs[2]))
+    assert state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms
 
 
 def test_a_follower_names_its_directory_in_fetch_snapshot() -> None:
@@ -561,14 +584,18 @@ def test_an_answer_to_an_older_fetch_snapshot_is_ignored_and_a_lost_one_is_retri
     first = in_flight(core)
     ready = tick(core, core.config.request_timeout_ms)
     retry = only(ready, FetchSnapshotRequest, 1)
-    assert retry == first and in_flight(core) is not first  # the same question, asked again
+    assert retry == first and in_flight(core) is retry  # the same question, asked again
     answer = FetchSnapshotResponse(ErrorCode.none, 1, 3, SNAP, len(SNAP_BYTES), 0,
                                    SNAP_BYTES[:10])
-    core.step(Receive(1, answer, first))  # the late answer to the first is as good
+    # The late answer to the first is to a request no longer in flight, however equal (Kafka's
+    # RequestManager expects the retry's answer only): ignored, as a Fetch answer would be.
+    core.step(Receive(1, answer, first))
+    assert drain(core).events == []
+    core.step(Receive(1, answer, retry))
     ready = drain(core)
     assert events(ready, "fetch-snapshot")[0]["position"] == 0
     assert only(ready, FetchSnapshotRequest, 1).position == 10  # type: ignore[union-attr]
-    core.step(Receive(1, answer, retry))  # the retry's answer: to an older request now
+    core.step(Receive(1, answer, retry))  # the retry's answer again: to an older request now
     assert drain(core).events == []
     assert core.state.download.data == bytearray(SNAP_BYTES[:10])  # type: ignore[union-attr]
 

@@ -5,7 +5,7 @@ import uuid
 
 from raft_helpers import CLUSTER, deliver, drain, elect, make, only, sent, tick
 
-from reference_node.raft.api import QuorumState, Shutdown
+from reference_node.raft.api import QuorumState, Receive, Shutdown
 from reference_node.raft.config import RaftConfig
 from reference_node.raft.core import RaftCore
 from reference_node.raft.messages import (
@@ -71,20 +71,39 @@ def test_candidate_that_loses_follows_the_winner() -> None:
     assert core.state_name == "follower" and core.leader_id == 2
 
 
-def test_leader_resends_begin_until_endorsed() -> None:
+def test_leader_sends_begin_each_half_fetch_timeout_to_voters_not_fetching() -> None:
+    """Kafka's beginQuorumEpochTimer (KAFKA-16536, KAFKA-16926): at the election, then every
+    fetch timeout / 2 (1000 ms), a BeginQuorumEpoch to each voter that has not made a VALID fetch
+    in that time, an endorsement by an answer notwithstanding; never a second one in flight."""
     core = make()
     ready = elect(core)
+    assert core.now == 5000
     assert {s.dst for s in sent(ready, BeginQuorumEpochRequest)} == {2, 3}
     epoch = core.epoch
     deliver(core, 2, BeginQuorumEpochResponse(ErrorCode.none, 1, epoch))
-    # voter 3 endorses by fetching in the new epoch instead
-    deliver(core, 3, FetchRequest(CLUSTER, 3, epoch, 0, 0, 0))
-    ready = tick(core, 5000 + core.config.request_timeout_ms + 1)
-    assert sent(ready, BeginQuorumEpochRequest) == []
-    core2 = make()
-    elect(core2)
-    ready = tick(core2, 5000 + core2.config.request_timeout_ms)
-    assert {s.dst for s in sent(ready, BeginQuorumEpochRequest)} == {2, 3}
+    deliver(core, 3, BeginQuorumEpochResponse(ErrorCode.none, 1, epoch))
+    core.step(Receive(3, FetchRequest(CLUSTER, 3, epoch, 0, 0, 0)), now_ms=5500)
+    drain(core)
+    assert sent(tick(core, 5999), BeginQuorumEpochRequest) == []
+    # 2 answered but never fetched; 3 fetched 500 ms ago.
+    assert [s.dst for s in sent(tick(core, 6000), BeginQuorumEpochRequest)] == [2]
+    # 2's is in flight (unanswered, within the request timeout): 3's fetch is 1500 ms old.
+    assert [s.dst for s in sent(tick(core, 7000), BeginQuorumEpochRequest)] == [3]
+    assert {s.dst for s in sent(tick(core, 8000), BeginQuorumEpochRequest)} == {2}
+
+
+def test_a_fetch_that_does_not_count_does_not_stand_for_the_heartbeat() -> None:
+    """Only a VALID fetch (not one answered with a DivergingEpoch) stands for the heartbeat, as
+    only those update Kafka's lastFetchTimestamp."""
+    core = make()
+    elect(core)
+    epoch = core.epoch
+    deliver(core, 2, BeginQuorumEpochResponse(ErrorCode.none, 1, epoch))
+    deliver(core, 3, BeginQuorumEpochResponse(ErrorCode.none, 1, epoch))
+    core.step(Receive(2, FetchRequest(CLUSTER, 2, epoch, 5, epoch, 0)), now_ms=5500)
+    core.step(Receive(3, FetchRequest(CLUSTER, 3, epoch, 0, 0, 0)), now_ms=5500)
+    drain(core)
+    assert [s.dst for s in sent(tick(core, 6000), BeginQuorumEpochRequest)] == [2]
 
 
 def test_fenced_begin_response_moves_leader_on() -> None:

@@ -46,31 +46,29 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 # that no longer exposed their switch were re-pinned to the first that does, and the invariant
 # named is the first one the defect breaks, which since issue 21 may be an invariant of
 # behaviour, checked at the step that goes wrong rather than at the data loss it leads to) that
-# exposes it. Each seed is also clean without its switch. Issue 41's election timers (Kafka's:
-# pre-vote again at once after a candidacy times out, no backoff after a lost pre-vote, a vote
-# restarting the voter's timer, EndQuorumEpoch's strict exponential delays) moved every schedule
-# again: resume-leader-after-restart 1 -> 32, no-check-quorum 2 -> 58, early-high-watermark
-# 56 -> 18, each the first seed that exposes it now.
+# exposes it. Each seed is also clean without its switch. Issue 41 (the leader's BeginQuorumEpoch
+# heartbeat, unattached voters fetching, a restarted leader's EndQuorumEpoch at once) moved every
+# schedule again: resume-leader-after-restart 1 -> 19, no-check-quorum 2 -> 51, stale-leader-reads
+# 13 -> 16, early-high-watermark 56 -> 129, forget-vote 10 -> 168 (scripts/repin.py).
 PINNED = [
     (Unsafe.SKIP_FLUSH, 0, "MajorityReachedHighWatermark"),
     # A restarted leader leads its old epoch again, beside the leader elected meanwhile in that
-    # epoch: offset 302 of epoch 7, committed and acknowledged, is overwritten by the other's
-    # (seed 1 until issue 41's retention and voter changes moved the schedules).
-    (Unsafe.RESUME_LEADER_AFTER_RESTART, 15, "NoAckedAppendLost"),
-    (Unsafe.NO_CHECK_QUORUM, 2, "ZombieStepDown"),
-    (Unsafe.STALE_LEADER_READS, 10, "ReadsLinearizable"),  # 13 before issue 41's second pass
+    # epoch: offset 29 of epoch 1, committed and acknowledged, is overwritten by the other's.
+    (Unsafe.RESUME_LEADER_AFTER_RESTART, 19, "NoAckedAppendLost"),
+    (Unsafe.NO_CHECK_QUORUM, 51, "ZombieStepDown"),
+    (Unsafe.STALE_LEADER_READS, 16, "ReadsLinearizable"),
     # A voter grants a (pre-)vote to a candidate whose log is behind its own (KIP-595 Vote
     # handling, step 4.2): caught at the grant, before any data is lost.
     (Unsafe.NO_LOG_CHECK, 0, "VoteForUpToDateLog"),
     # KAFKA-12619: a new leader exposes its HW before an entry of its own epoch is committed: it
-    # answers a read at a HW below an offset already acknowledged (node 1, HW 10 after offset 10
-    # was acknowledged). (Seed 21 was caught by MajorityReachedHighWatermark only because it
-    # judged voters that had snapshotted past an entry committed before as not holding it.)
-    (Unsafe.EARLY_HIGH_WATERMARK, 18, "ReadsLinearizable"),
+    # answers a read at a HW below an offset already acknowledged. (Seed
+    # 21 was caught by MajorityReachedHighWatermark only because it judged voters that had
+    # snapshotted past an entry committed before as not holding it; issue 41.)
+    (Unsafe.EARLY_HIGH_WATERMARK, 129, "ReadsLinearizable"),
     # The crash-after-vote fault: the bridge votes in epoch E, crashes and comes back without
     # the vote, and votes again in E for the other side's candidate (caught at the second vote,
     # before two leaders of E follow from it).
-    (Unsafe.FORGET_VOTE, 10, "VoteOncePerEpoch"),
+    (Unsafe.FORGET_VOTE, 168, "VoteOncePerEpoch"),
     # KAFKA-14618: the first snapshot's id names one offset more than its image applied; its
     # content is exactly the committed prefix up to the HW, so what lies is the name.
     (Unsafe.SNAPSHOT_OFF_BY_ONE, 0, "SnapshotMatchesLog"),
@@ -106,25 +104,25 @@ def test_a_voter_whose_snapshot_covers_the_entry_holds_it() -> None:
     """MajorityReachedHighWatermark judges a disk by its log and by the snapshot its log starts
     at: a voter that flushed an entry, acknowledged it, then snapshotted past it still holds it
     (issue 41, seed 93: a leader resumed from a stall counts fetches of voters that have since
-    snapshotted past the entry under the next leader). Seed 0 without faults at 6 s: voters 1, 2
-    and 4 have snapshotted past offset 117, which 3 and 5 still hold in their logs (since issue
-    41's retention; before it, 1, 3 and 4 past 120, held by 2 and 5)."""
-    sim = Simulation(0, SimConfig(faults=(), time_ms=6000))
+    snapshotted past the entry under the next leader). Seed 1 without faults at 6 s: voters 1, 3
+    and 5 have snapshotted past offset 168, which 2 and 4 still hold in their logs. (Seed 0, offset
+    120, until issue 41 moved the schedules.)"""
+    sim = Simulation(1, SimConfig(faults=(), time_ms=6000))
     cluster = sim.cluster
     for node in cluster.nodes.values():
         cluster.start(node)
     sim.clients.start()
     sim.loop()
     nodes = cluster.nodes
-    assert [n for n in (1, 2, 4) if nodes[n].log_start > 117] == [1, 2, 4]
-    assert [n for n in (3, 5) if nodes[n].durable_entry(117) is not None] == [3, 5]
+    assert [n for n in (1, 3, 5) if nodes[n].log_start > 168] == [1, 3, 5]
+    assert [n for n in (2, 4) if nodes[n].durable_entry(168) is not None] == [2, 4]
     evidence = cluster.evidence
-    evidence.check_majority(nodes[3], 118, evidence.static_voters)  # all five hold it
-    evidence.check_majority(nodes[3], 118, VoterSet.of([1, 2, 4]))  # in their snapshots alone
+    evidence.check_majority(nodes[2], 169, evidence.static_voters)  # all five hold it
+    evidence.check_majority(nodes[2], 169, VoterSet.of([1, 3, 5]))  # in their snapshots alone
     committed = sim.inv.committed
-    committed[117] = dataclasses.replace(committed[117], payload=b"other")  # their snapshots' log
+    committed[168] = dataclasses.replace(committed[168], payload=b"other")  # their snapshots' log
     with pytest.raises(Violation, match="MajorityReachedHighWatermark"):
-        evidence.check_majority(nodes[3], 118, VoterSet.of([1, 2, 4]))
+        evidence.check_majority(nodes[2], 169, VoterSet.of([1, 3, 5]))
 
 
 def test_seed_261_counts_a_voter_that_snapshotted_past_the_entry() -> None:

@@ -250,7 +250,7 @@ def test_a_crash_loses_an_unfinished_snapshot_write_and_the_restart_loads_the_la
 
 
 def test_followers_install_snapshots_in_a_faulty_run() -> None:
-    result = run_seed(5, SimConfig())
+    result = run_seed(1, SimConfig())  # seed 5 before issue 41 moved the schedules
     assert result.ok, result.violation
     assert result.snapshots.written > 100 and result.snapshots.installed > 5
 
@@ -275,7 +275,7 @@ def test_corrupt_downloads_are_refused_and_fetched_again() -> None:
 def test_kraft_simulate_says_how_many_snapshots_were_written_and_installed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["--seeds", "6", "--time", "12", "-q"]) == 0
+    assert main(["--seeds", "1", "--time", "12", "-q"]) == 0  # seed 6 before issue 41
     out = capsys.readouterr().out
     match = re.search(r"snapshots: (\d+) written, (\d+) installed by followers \(in 1 of 1 seeds\)",
                       out)

@@ -96,6 +96,10 @@ class FakeVoter:
         elif isinstance(msg, m.EndQuorumEpochRequest):
             response = m.EndQuorumEpochResponse(ErrorCode.none, msg.leader_id, msg.leader_epoch)
         else:
-            response = m.FetchResponse(ErrorCode.none, self.node_id, self.leader_epoch, 0, 0)
+            # A Fetch: the fake leads nothing, so it refuses it as a voter that is not the leader
+            # does, naming no leader. (A node that knows no leader fetches from any voter, as
+            # Kafka's unattached voters do: an answer naming the fake would make it a follower.)
+            response = m.FetchResponse(ErrorCode.not_leader_or_follower, -1, self.leader_epoch,
+                                       -1, 0)
         return translate.response_to_kio(request.api_key, request.api_version, response,
                                          self.node_id, self.endpoint)
