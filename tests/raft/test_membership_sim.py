@@ -97,10 +97,11 @@ def test_a_leader_counting_a_reformatted_voter_is_caught(monkeypatch: pytest.Mon
 
 def test_a_voter_set_kept_past_its_truncation_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """KIP-853: a truncation that removes a VotersRecord undoes its set. A core that keeps it
-    holds a set its log no longer ends with."""
-    assert run_seed(6, SimConfig()).ok
+    holds a set its log no longer ends with. (Seed 2, the first since issue 41 moved the
+    schedules; 6 before.)"""
+    assert run_seed(2, SimConfig()).ok
     monkeypatch.setattr(VoterHistory, "truncate", lambda self, offset: False)
-    result = run_seed(6, SimConfig())
+    result = run_seed(2, SimConfig())
     assert result.violation is not None and result.violation.invariant == "VoterSetAtLogEnd"
 
 

@@ -66,10 +66,10 @@ def test_zombie_rejoin_old_leader_campaigns_with_a_longer_log_of_an_older_epoch(
     assert reached, healed
 
 
-DIVERGE_SEED = 6
+DIVERGE_SEED = 14
 """A seed whose diverging follower comes back within the leader's log: in most seeds the leader has
 snapshotted past the divergence by then, and the follower installs a snapshot instead (KIP-630).
-(Seed 4 until issue 41's election timers moved every schedule; 6 is the first since.)"""
+(Seed 4 until issue 41 moved every schedule; 14 is the first since.)"""
 
 
 def test_diverge_follower_truncates_across_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,8 +154,8 @@ def test_zombie_rejoin_catches_no_log_check_as_lost_committed_data(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """no-log-check, judged by the data alone (the invariants of behaviour, which flag the vote
     itself, turned off): the old leader's campaign after zombie-rejoin wins with its stale log and
-    overwrites what the new leader committed, on seed 6 of the first 14 (0, 4 and 13 before issue
-    41 moved the schedules): a follower that holds the overwritten entries committed is asked to
+    overwrites what the new leader committed, on some of the first 20 seeds (6 in issue 41; 0, 4
+    and 13 before it): a follower that holds the overwritten entries committed is asked to
     truncate below its high watermark, and halts (TruncateAboveHighWatermark) rather than lose
     them. The classic faults (partition-leader, partition-halves, partition-isolate, crash) do not
     catch it on that seed. The same schedules without the switch are clean."""
@@ -165,28 +165,30 @@ def test_zombie_rejoin_catches_no_log_check_as_lost_committed_data(
     zombie = SimConfig(faults=("zombie-rejoin",))
     switch = frozenset({Unsafe.NO_LOG_CHECK})
     caught = {}
-    for seed in range(14):
+    for seed in range(20):
         result = run_seed(seed, SimConfig(faults=zombie.faults, unsafe=switch))
         if result.violation is not None:
             caught[seed] = result.violation.invariant
-    assert [seed for seed, name in caught.items()
-            if name == "TruncateAboveHighWatermark"] == [6]
+    # which seeds catch it moves with every change to the core; that some do, and by the data
+    # alone, is the point
+    assert "TruncateAboveHighWatermark" in caught.values(), caught
     for seed in caught:
         assert run_seed(seed, zombie).ok, seed
 
 
 def test_shapes_catch_early_high_watermark_and_are_clean_without_it() -> None:
     """Run with only the shapes, early-high-watermark (KAFKA-12619) is caught, if rarely (seed
-    91 is the first of 0-200): node 2, leading before an entry of its epoch is committed, answers
-    a read at HW 202 when offset 202 was acknowledged before the read began. The same schedule
-    without the switch is clean. (It was seed 51, caught by MajorityReachedHighWatermark only
-    because that judged a voter that had snapshotted past an entry committed before as not
-    holding it; then seed 87, until issue 41's heartbeat moved the schedules.)"""
-    caught = run_seed(91, SimConfig(faults=SHAPES,
-                                    unsafe=frozenset({Unsafe.EARLY_HIGH_WATERMARK})))
+    255, the first since issue 41's heartbeat, timers and retention moved the schedules: none of
+    0-254 catches it): node 3, leading before an entry of its epoch is committed, answers a read
+    at HW 107 when offset 108 was acknowledged before the read began. The same schedule without
+    the switch is clean. (Seed 51 first, caught by MajorityReachedHighWatermark only because that
+    judged a voter that had snapshotted past an entry committed before as not holding it; then
+    87 and 91.)"""
+    caught = run_seed(255, SimConfig(faults=SHAPES,
+                                     unsafe=frozenset({Unsafe.EARLY_HIGH_WATERMARK})))
     assert caught.violation is not None
     assert caught.violation.invariant == "ReadsLinearizable"
-    assert run_seed(91, ONLY_SHAPES).ok
+    assert run_seed(255, ONLY_SHAPES).ok
 
 
 # --- weighted sweeps ------------------------------------------------------------------------------
