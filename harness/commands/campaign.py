@@ -24,6 +24,8 @@ def main(argv: list[str]) -> int:
         epilog="Other arguments go to pytest, e.g. --backend docker --nodes 5 --node-config unsafe=no-check-quorum")
     parser.add_argument("--full", action="store_true", help="the whole matrix (nightly), not just smoke")
     parser.add_argument("--alluredir", default="allure-results", help="Allure results (default allure-results)")
+    parser.add_argument("--kraft-results-dir", default=str(REPO / "results"),
+                        help="where the runs are stored (default results/ of the checkout)")
     try:
         args, rest = parser.parse_known_args(argv)
     except SystemExit as exc:  # --help, or bad usage (argparse's own code is 2)
@@ -33,13 +35,18 @@ def main(argv: list[str]) -> int:
         print(f"kraft campaign: no campaign suite at {suite} (run from a checkout of the project)",
               file=sys.stderr)
         return EXIT_USAGE
-    cmd = [sys.executable, "-m", "pytest", str(suite), "-m", "full" if args.full else "smoke",
-           "--alluredir", args.alluredir, *rest]
+    # The suite's own configuration and root, whatever else is passed: a path among the options
+    # (`--kraft-results-dir /abs/path`) would otherwise make pytest pick the project's root and
+    # its pyproject.toml, which knows no `smoke` marker.
+    results = Path(args.kraft_results_dir).resolve()
+    cmd = [sys.executable, "-m", "pytest", str(suite), "-c", str(suite / "pytest.ini"),
+           "--rootdir", str(suite), "-m", "full" if args.full else "smoke",
+           "--alluredir", args.alluredir, f"--kraft-results-dir={results}", *rest]
     print("kraft campaign: " + " ".join(cmd[2:]), file=sys.stderr)
     code = subprocess.call(cmd)
     if code == PYTEST_USAGE:
         return EXIT_USAGE  # pytest said why: an option it does not know, a bad value
     print(f"\nAllure results: {Path(args.alluredir).resolve()}\n"
-          f"Runs:           {REPO / 'results'}\n"
+          f"Runs:           {results}\n"
           f"Report:         kraft report {args.alluredir}  (opens allure-report/index.html)")
     return code
