@@ -9,7 +9,9 @@ unexpected exception) prints its traceback and exits 3, never 1 (INVALID to `kra
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.metadata
 import sys
 import traceback
 
@@ -43,7 +45,7 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: kraft COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "`kraft COMMAND --help` describes a command."]
+    lines += ["", "`kraft COMMAND --help` describes a command; `kraft --version` names this build."]
     return "\n".join(lines)
 
 
@@ -57,6 +59,13 @@ def skip_test_only_imports() -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("kraft-jepsen")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own command line (the console script, `python -m harness.cli`)
         skip_test_only_imports()
@@ -64,9 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
         return 0 if args else EXIT_USAGE
+    if args[0] in ("-V", "--version"):
+        print(f"kraft {_version()}")
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"kraft: unknown command {name!r}; one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        print(f"kraft: unknown command {name!r}{hint}; one of: {', '.join(COMMANDS)}",
+              file=sys.stderr)
         return EXIT_USAGE
     module_name = COMMANDS[name][0]
     try:

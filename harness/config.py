@@ -20,9 +20,11 @@ fencing checker measures the history against.
 from __future__ import annotations
 
 import base64
+import difflib
 import math
 import random
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -203,13 +205,20 @@ def parse_nodes(text: str) -> list[str]:
     return names
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean X?)" for a near miss of one of `choices`, else ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def parse_list(flag: str, text: str, allowed: tuple[str, ...], allow_none: bool) -> list[str]:
     items = [i.strip() for i in text.split(",") if i.strip()]
     if allow_none and items == ["none"]:
         return []
     unknown = [i for i in items if i not in allowed]
     if unknown or not items:
-        raise UsageError(f"{flag}: unknown value {', '.join(unknown) or repr(text)}; "
+        named = ", ".join(f"{u}{did_you_mean(u, allowed)}" for u in unknown)
+        raise UsageError(f"{flag}: unknown value {named or repr(text)}; "
                          f"one of: {', '.join(allowed)}{', none' if allow_none else ''}")
     return list(dict.fromkeys(items))
 

@@ -26,6 +26,7 @@ from harness.config import (
     MAX_BROKERS,
     TestConfig,
     UsageError,
+    did_you_mean,
     parse_list,
     parse_node_config,
     parse_nodes,
@@ -174,7 +175,8 @@ def config_from(args: argparse.Namespace) -> TestConfig:
     if args.workload is None:
         args.workload = default_workload(args.target)
     if args.workload not in workloads.RUNNABLE:
-        raise UsageError(f"--workload: unknown workload {args.workload!r}; "
+        raise UsageError(f"--workload: unknown workload {args.workload!r}"
+                         f"{did_you_mean(args.workload, workloads.RUNNABLE)}; "
                          f"one of: {', '.join(workloads.RUNNABLE)}")
     if args.test_name and not valid_name(args.test_name):
         raise UsageError(f"--test-name: {args.test_name!r} is not a plain file name")

@@ -409,3 +409,23 @@ def test_the_warning_is_printed_before_anything_is_deployed(tmp_path: Path) -> N
     assert done.returncode == 2, done.stdout + done.stderr
     before, _, _ = done.stderr.partition("phase: deploy")
     assert "warning: 3s with a fault turn every 10s starts at most 0 of the 2 fault kinds" in before
+
+
+def test_kraft_version_names_the_installed_build(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    assert kraft(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kraft {importlib.metadata.version('kraft-jepsen')}"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["tset"], "kraft: unknown command 'tset' (did you mean test?); one of: "),
+    (["test", "--nemesis", "partiton,kill"],
+     "--nemesis: unknown value partiton (did you mean partition?); one of: "),
+    (["test", "--workload", "appnd"], "--workload: unknown workload 'appnd' (did you mean append?)"),
+    (["test", "--nemesis", "meteor"], "--nemesis: unknown value meteor; one of: "),
+])
+def test_a_near_miss_is_named(argv: list[str], said: str,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert kraft(argv) == 64
+    assert said in capsys.readouterr().err
