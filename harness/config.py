@@ -23,13 +23,14 @@ import base64
 import difflib
 import math
 import random
+import shlex
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nemesis.membership import SPARES_OPTION
-from nemesis.registry import DEFAULT_KINDS, DISK_KINDS, default_options
+from nemesis.registry import DEFAULT_KINDS, DISK_KINDS, OPTIONS, default_options
 from reference_node.raft.config import Unsafe
 
 
@@ -77,6 +78,41 @@ class TestConfig:
         if not self.test_name:
             self.test_name = "-".join([self.target.replace(":", "."), self.workload,
                                        "+".join(self.nemesis) or "none"])
+
+    def command(self) -> list[str]:
+        """`kraft test` with every option that made this run, its seed among them: the line that
+        runs it again (Jepsen's "rerun with"). The schedule and every random choice repeat; the
+        timing of real processes does not."""
+        named = self.nodes == [f"n{i}" for i in range(1, len(self.nodes) + 1)]
+        argv = ["kraft", "test", "--backend", self.backend, "--target", self.target,
+                "--nodes", str(len(self.nodes)) if named else ",".join(self.nodes),
+                "--workload", self.workload, "--nemesis", ",".join(self.nemesis) or "none",
+                "--nemesis-interval", _number(self.nemesis_interval),
+                "--time-limit", _number(self.time_limit), "--concurrency", str(self.concurrency),
+                "--rate", _number(self.rate), "--op-timeout", _number(self.op_timeout),
+                "--recovery-time", _number(self.recovery_time), "--seed", str(self.seed)]
+        if self.brokers:
+            argv += ["--brokers", str(self.brokers)]
+        defaults = default_options()
+        for option in OPTIONS:
+            value = self.nemesis_options[option.name]
+            if value != defaults[option.name]:
+                argv += [option.flag, ",".join(value) if isinstance(value, list)
+                         else _number(value)]
+        for key, value in self.node_config.items():
+            argv += ["--node-config", f"{key}={value}"]
+        if self.min_availability:
+            argv += ["--min-availability", ",".join(f"{kind}={_number(floor)}" for kind, floor
+                                                     in self.min_availability.items())]
+        if self.results_dir != "results":
+            argv += ["--results-dir", self.results_dir]
+        if self.test_name != TestConfig(target=self.target, workload=self.workload,
+                                        nemesis=self.nemesis).test_name:
+            argv += ["--test-name", self.test_name]
+        return argv
+
+    def command_line(self) -> str:
+        return shlex.join(self.command())
 
     def fault_turns(self) -> int:
         """How many nemesis turns come before the time limit: one every `nemesis_interval`, and
@@ -155,6 +191,7 @@ class TestConfig:
                 data[key] = value
         data["name"] = self.test_name
         data["seeds"] = self.seeds()
+        data["command"] = self.command_line()
         data["brokers"] = self.broker_nodes()
         if not self.min_availability:  # recorded only when set: the checker runs only then
             del data["min_availability"]
@@ -203,6 +240,11 @@ def parse_nodes(text: str) -> list[str]:
     if not names or len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
         raise UsageError(f"--nodes: {text!r} is neither a count nor distinct names")
     return names
+
+
+def _number(value: float) -> str:
+    """A number as a flag takes it back unchanged: 5, not 5.0; 0.1, not 0.10000000000000001."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

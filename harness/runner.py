@@ -140,7 +140,7 @@ def run(config: TestConfig, backend: Backend, target: Target, workload: Workload
         results["error"] = error
     _save(run_dir / RESULTS, results, unsaved)
     _plots(ops, run_dir, results, log)
-    summary = render(results, ops, run_dir)
+    summary = render(results, ops, run_dir) + f"\nrerun: {test['command']}"
     if unsaved:
         summary += "\n" + "\n".join(unsaved)
     code = EXIT_FAILED if error is not None else EXIT.get(results.get("valid"), 2)

@@ -168,6 +168,7 @@ def test_a_toy_run_stores_the_results_layout_and_is_valid(tmp_path: Path) -> Non
     assert run.parent.name == "toy_target.ToyTarget-append-partition+pause+kill"
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 5 and test["nodes"] == ["n1", "n2", "n3"] and test["seeds"]
+    assert "--seed 5" in test["command"] and f"rerun: {test['command']}" in done.stdout
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert [op["index"] for op in history] == list(range(len(history)))
     nemesis = {op["f"] for op in history if op["process"] == "nemesis"}
@@ -429,3 +430,24 @@ def test_a_near_miss_is_named(argv: list[str], said: str,
                               capsys: pytest.CaptureFixture[str]) -> None:
     assert kraft(argv) == 64
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--nodes", "a,b,c", "--nemesis", "none", "--time-limit", "0.5", "--rate", "33.3",
+     "--seed", "7", "--results-dir", "/tmp/somewhere else", "--test-name", "mine"],
+    ["--nodes", "5", "--nemesis", "partition,lagging-follower", "--partition-shapes",
+     "leader,majorities-ring", "--lagging-duration", "12.5", "--node-config", "unsafe=skip-flush",
+     "--node-config", "read.mode=leader", "--min-availability", "0.5,kill=20%", "--seed", "3",
+     "--op-timeout", "0.25", "--recovery-time", "0", "--concurrency", "4"],
+    ["--brokers", "2", "--workload", "brokers", "--nemesis", "stale-incarnation", "--seed", "9"],
+])
+def test_the_rerun_command_makes_the_same_configuration(argv: list[str]) -> None:
+    """test.json's `command` and the summary's `rerun:` line: parsed again, the very run."""
+    import shlex
+
+    config = test_cli.config_from(test_cli.parser().parse_args(argv))
+    again = shlex.split(config.command_line())
+    assert again[:2] == ["kraft", "test"] and "--seed" in again
+    assert test_cli.config_from(test_cli.parser().parse_args(again[2:])) == config
+    assert config.to_json()["command"] == config.command_line()
