@@ -7,11 +7,13 @@ Exit codes (docs/architecture.md): 0 valid, 1 invalid, 2 unknown, 3 the run itse
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -20,6 +22,7 @@ from typing import Any, NoReturn
 import workloads
 from checkers import availability
 from contracts.backend import Backend
+from contracts.results import TEST
 from contracts.target import CanDeployBrokers, Target
 from harness import backends, disk, targets
 from harness.config import (
@@ -126,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
                         "test.json (kraft check --min-availability re-judges); default: none")
     p.add_argument("--results-dir", default="results", help="where runs are stored (results)")
     p.add_argument("--test-name", default="", help="the run's name in the results dir")
+    p.add_argument("--junitxml", default=None, metavar="FILE",
+                   help="also write the run as a JUnit XML test case, for CI (VALID passes, "
+                        "INVALID fails, UNKNOWN and a failed run are errors)")
     return p
 
 
@@ -257,6 +263,20 @@ def check_results_dir(results_dir: str) -> None:
                          f"{exc.strerror or exc}") from None
 
 
+def check_junit_path(given: str) -> None:
+    """The JUnit file can be written where asked, before anything is deployed."""
+    path = Path(given)
+    if path.is_dir():
+        raise UsageError(f"--junitxml: {given} is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent, prefix=".kraft-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--junitxml: cannot write to {path.parent}: "
+                         f"{exc.strerror or exc}") from None
+
+
 def _interrupt_once() -> None:
     """First SIGINT/SIGTERM interrupts the run; later ones wait for the cleanup."""
     def first(signum: int, _frame: FrameType | None) -> None:
@@ -317,6 +337,8 @@ def main(argv: list[str]) -> int:
         config = config_from(args)
         target, backend, note = prepare(config, nemesis_asked=args.nemesis is not None)
         check_results_dir(config.results_dir)
+        if args.junitxml:
+            check_junit_path(args.junitxml)
     except UsageError as exc:
         print(f"kraft test: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -337,10 +359,22 @@ def main(argv: list[str]) -> int:
         print(f"kraft test: warning: {warning}", file=sys.stderr)
     _interrupt_once()
     workload = workloads.get(config.workload)
+    started = time.monotonic()
     try:
         outcome = run(config, backend, target, workload)
     except OSError as exc:  # e.g. the results directory cannot be written
         print(f"kraft test: {exc}", file=sys.stderr)
         return 3
     print(outcome.summary)
+    if args.junitxml:
+        from harness import junit
+
+        test = json.loads((outcome.run_dir / TEST).read_text(encoding="utf-8"))
+        try:
+            junit.write(Path(args.junitxml), outcome, test, time.monotonic() - started)
+        except OSError as exc:
+            print(f"kraft test: --junitxml: cannot write {args.junitxml}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 3
+        print(f"junit: {Path(args.junitxml).resolve()}")
     return outcome.exit_code
