@@ -7,6 +7,7 @@ Exit codes (docs/architecture.md): 0 valid, 1 invalid, 2 unknown, 3 the run itse
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import workloads
 from checkers import availability
@@ -35,6 +36,9 @@ from harness.config import (
     parse_nodes,
 )
 from harness.store import valid_name
+
+if TYPE_CHECKING:
+    from harness.runner import Outcome
 from nemesis.brokers import KIND as STALE_INCARNATION
 from nemesis.membership import KIND as MEMBERSHIP
 from nemesis.partition import BROKER_SHAPES, SHAPES_OPTION
@@ -72,6 +76,21 @@ def _number(low: float, high: float, unit: str, zero: bool = False) -> Callable[
 
 
 _SECONDS = _number(0.001, MAX_SECONDS, "seconds")
+
+
+def _count(low: int, high: int, unit: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from low to high."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {unit}, got {text!r}"
+                                             ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {text!r}")
+        return value
+    parse.__name__ = unit
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -129,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
                         "test.json (kraft check --min-availability re-judges); default: none")
     p.add_argument("--results-dir", default="results", help="where runs are stored (results)")
     p.add_argument("--test-name", default="", help="the run's name in the results dir")
+    p.add_argument("--test-count", type=_count(1, 1000, "runs"), default=1, metavar="N",
+                   help="run the test N times in a row, seeds SEED, SEED+1, ..., and sum up the "
+                        "verdicts and the seeds that failed (1)")
     p.add_argument("--junitxml", default=None, metavar="FILE",
                    help="also write the run as a JUnit XML test case, for CI (VALID passes, "
                         "INVALID fails, UNKNOWN and a failed run are errors)")
@@ -359,22 +381,60 @@ def main(argv: list[str]) -> int:
         print(f"kraft test: warning: {warning}", file=sys.stderr)
     _interrupt_once()
     workload = workloads.get(config.workload)
-    started = time.monotonic()
-    try:
-        outcome = run(config, backend, target, workload)
-    except OSError as exc:  # e.g. the results directory cannot be written
-        print(f"kraft test: {exc}", file=sys.stderr)
-        return 3
-    print(outcome.summary)
+    done: list[tuple[Outcome, dict[str, Any], float]] = []
+    for i in range(args.test_count):
+        one = config if i == 0 else dataclasses.replace(config, seed=config.seed + i)
+        if args.test_count > 1:
+            print(f"kraft test: run {i + 1} of {args.test_count}, seed {one.seed}",
+                  file=sys.stderr)
+        started = time.monotonic()
+        try:
+            outcome = run(one, backend, target, workload)
+        except OSError as exc:  # e.g. the results directory cannot be written
+            print(f"kraft test: {exc}", file=sys.stderr)
+            return 3
+        print(outcome.summary)
+        test = json.loads((outcome.run_dir / TEST).read_text(encoding="utf-8"))
+        done.append((outcome, test, time.monotonic() - started))
+        if outcome.results.get("error") == "interrupted":
+            break  # Ctrl-C ends the series, not only the run
+    if args.test_count > 1:
+        print(tally(done, args.test_count))
     if args.junitxml:
         from harness import junit
 
-        test = json.loads((outcome.run_dir / TEST).read_text(encoding="utf-8"))
         try:
-            junit.write(Path(args.junitxml), outcome, test, time.monotonic() - started)
+            junit.write(Path(args.junitxml), done)
         except OSError as exc:
             print(f"kraft test: --junitxml: cannot write {args.junitxml}: "
                   f"{exc.strerror or exc}", file=sys.stderr)
             return 3
         print(f"junit: {Path(args.junitxml).resolve()}")
-    return outcome.exit_code
+    return series_exit([outcome.exit_code for outcome, _, _ in done])
+
+
+def series_exit(codes: list[int]) -> int:
+    """One exit for a series: a finding first (1), then a run that failed (3), then a verdict
+    left open (2); 0 only when every run was VALID."""
+    for code in (1, 3, 2):
+        if code in codes:
+            return code
+    return 0 if codes and set(codes) == {0} else 3
+
+
+def tally(done: list[tuple[Outcome, dict[str, Any], float]], asked: int) -> str:
+    """Jepsen's test-all summary: how many runs came to each verdict, and the runs to look at."""
+    words = {0: "VALID", 1: "INVALID", 2: "UNKNOWN", 3: "FAILED"}
+    counts: dict[str, int] = {}
+    for outcome, _, _ in done:
+        counts[words.get(outcome.exit_code, "FAILED")] = \
+            counts.get(words.get(outcome.exit_code, "FAILED"), 0) + 1
+    lines = [f"series: {len(done)} of {asked} runs: "
+             + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())]
+    for outcome, test, _ in done:
+        if outcome.exit_code != 0:
+            why = (", ".join(outcome.results.get("anomaly_types") or [])
+                   or outcome.results.get("reason") or outcome.results.get("error") or "")
+            lines.append(f"  seed {test.get('seed')}: {words.get(outcome.exit_code, 'FAILED')}"
+                         f"{f' ({str(why)[:120]})' if why else ''}  {outcome.run_dir}")
+    return "\n".join(lines)

@@ -20,7 +20,7 @@ TEST = {"name": "reference-append-kill", "seed": 7, "target": "reference"}
 def _case(tmp_path: Path, results: dict[str, Any]) -> ET.Element:
     outcome = Outcome(tmp_path, results, 0, "summary text\nrerun: kraft test --seed 7")
     path = tmp_path / "out" / "junit.xml"
-    junit.write(path, outcome, TEST, 12.5)
+    junit.write(path, [(outcome, TEST, 12.5)])
     suite = ET.parse(path).getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "1"
     (case,) = suite.findall("testcase")
