@@ -246,6 +246,19 @@ def too_short(config: TestConfig) -> str | None:
             f"or more, a shorter --nemesis-interval, or fewer kinds with --nemesis")
 
 
+def broker_wants(config: TestConfig) -> list[str]:
+    """The options given that only a target with broker nodes can honour."""
+    wanting = ["--brokers"] if config.brokers else []
+    if config.workload == "brokers":
+        wanting.append("--workload brokers")
+    if STALE_INCARNATION in config.nemesis:
+        wanting.append(f"--nemesis {STALE_INCARNATION}")
+    asked = [s for s in config.nemesis_options[SHAPES_OPTION.name] if s in BROKER_SHAPES]
+    if asked:
+        wanting.append(f"--partition-shapes {', '.join(asked)}")
+    return wanting
+
+
 def check_brokers(config: TestConfig) -> None:
     """The combinations that need brokers, or that brokers cannot run with, refused before
     anything is deployed (the target's power to deploy them is checked by `main`)."""
@@ -320,7 +333,6 @@ def prepare(config: TestConfig, nemesis_asked: bool = True) -> tuple[Target, Bac
     `nemesis_asked` a fault they cannot do is refused; otherwise (the default faults) it is
     dropped from `config.nemesis`. Raises UsageError, or a backend's KeyError or ImportError,
     each with one line; `kraft compare` asks it for each of its targets."""
-    check_brokers(config)
     try:
         target = targets.get(config.target)
     except targets.UnknownTarget as exc:
@@ -330,8 +342,12 @@ def prepare(config: TestConfig, nemesis_asked: bool = True) -> tuple[Target, Bac
         raise UsageError(f"--workload: target {config.target} cannot run {config.workload}; "
                          f"it runs: {', '.join(can_run)}")
     db = target.db()
-    if config.brokers and not isinstance(db, CanDeployBrokers):
-        raise UsageError(f"--brokers: target {config.target} has no broker nodes")
+    if not isinstance(db, CanDeployBrokers):
+        # named for the target first: asking for `--brokers N` would only be refused in turn
+        wanting = broker_wants(config)
+        if wanting:
+            raise UsageError(f"{wanting[0]}: target {config.target} has no broker nodes")
+    check_brokers(config)
     problem = target.check_node_config(config.node_settings())
     if problem:
         raise UsageError(f"--node-config: {problem}")

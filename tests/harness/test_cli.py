@@ -451,3 +451,18 @@ def test_the_rerun_command_makes_the_same_configuration(argv: list[str]) -> None
     assert again[:2] == ["kraft", "test"] and "--seed" in again
     assert test_cli.config_from(test_cli.parser().parse_args(again[2:])) == config
     assert config.to_json()["command"] == config.command_line()
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--target", "nats", "--nemesis", "stale-incarnation"],
+     "kraft test: --nemesis stale-incarnation: target nats has no broker nodes"),
+    (["--target", "etcd", "--partition-shapes", "broker", "--nemesis", "partition"],
+     "kraft test: --partition-shapes broker: target etcd has no broker nodes"),
+    (["--target", "etcd", "--brokers", "2"], "kraft test: --brokers: target etcd has no broker nodes"),
+    (["--workload", "brokers"], "--workload brokers: needs broker nodes to describe (--brokers N)"),
+])
+def test_an_option_the_target_cannot_honour_names_the_target(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "--brokers N" for a target that would refuse --brokers in turn (issue 46)."""
+    assert kraft(["test", *argv]) == 64
+    assert said in capsys.readouterr().err
