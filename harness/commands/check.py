@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -28,7 +29,9 @@ import workloads
 from checkers import availability, compose, linearizable, summary
 from checkers.history import HistoryError, load_stored
 from checkers.history import load as load_history
+from contracts.history import NEMESIS, Follow, Op
 from contracts.results import HISTORY, RESULTS, node_dirs
+from harness.summary import faults_table, nodes_table
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 64
 
@@ -69,9 +72,10 @@ def main(argv: list[str]) -> int:
     # read again from the file (a long history is gigabytes of dicts, their first touch seconds).
     reading = workload.reading() if workload is not None else None
     stored = reading is not None and (run_dir is None or args.no_plots)
+    nemesis = KeepNemesis(reading)
     try:
-        history = (load_stored(history_path, reading) if stored
-                   else load_history(history_path, reading))
+        history = (load_stored(history_path, nemesis) if stored
+                   else load_history(history_path, nemesis))
         if bad_test is not None:
             raise bad_test
     except UnicodeDecodeError as exc:
@@ -100,11 +104,32 @@ def main(argv: list[str]) -> int:
     except OSError as exc:  # a full disk, a read-only copy: the verdict still stands
         print(f"kraft check: cannot write into {history_path.parent}: {exc.strerror or exc}",
               file=sys.stderr)
-    print(summary.render(results, history))
+    # the account `kraft test` gives: the faults and the nodes, then the verdicts
+    print("\n".join([*faults_table(nemesis.ops), *nodes_table(nemesis.ops),
+                     summary.render(results, history)]))
     code = {True: EXIT_VALID, False: EXIT_INVALID}.get(results["valid"], EXIT_UNKNOWN)
     if _is_the_process_command(argv) and threading.active_count() == 1:
         _end_process(code)  # while `history` still holds the ops: they are never freed
     return code
+
+
+class KeepNemesis:
+    """Follows the reading beside the workload's own parse (`reading`), keeping the nemesis ops:
+    a few per fault, for the fault list, where walking a history the check does not keep would
+    read all of it again."""
+
+    def __init__(self, reading: Follow | None) -> None:
+        self.reading = reading
+        self.ops: list[Op] = []
+
+    def take(self, ops: list[Op], first: int) -> None:
+        self.ops.extend(op for op in ops if op.get("process") == NEMESIS)
+        if self.reading is not None:
+            self.reading.take(ops, first)
+
+    def end(self, history: Sequence[Op]) -> None:
+        if self.reading is not None:
+            self.reading.end(history)
 
 
 def _is_the_process_command(argv: list[str]) -> bool:

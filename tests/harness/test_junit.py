@@ -81,3 +81,4 @@ def test_a_toy_run_writes_its_case(tmp_path: Path) -> None:
     assert failure is not None and failure.get("type") == "INVALID"
     assert "lost-write" in (failure.get("message") or "")
     assert "verdict: INVALID" in (failure.text or "")
+
