@@ -8,6 +8,7 @@ path of the run.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,18 @@ Op = dict[str, Any]
 FIELDS = ("shape", "target", "op", "nodes", "result", "cut")
 
 
-def faults_table(history: list[Op]) -> list[str]:
+def faults_table(history: Sequence[Op]) -> list[str]:
     started = [op for op in history if op.get("process") == "nemesis"
                and op["type"] != "invoke" and op["f"].startswith("start-")]
     if not started:
         return ["faults: none"]
     lines = ["faults:"]
     for op in started:
-        value = op.get("value") or {}
-        what = ", ".join(f"{k}={json.dumps(value[k])}" for k in FIELDS if k in value)
+        raw = op.get("value")
+        value = raw if isinstance(raw, dict) else {}  # a stored history may hold anything here
+        what = ", ".join(f"{k}={json.dumps(value[k], default=str)}" for k in FIELDS if k in value)
+        if raw is not None and not isinstance(raw, dict):
+            what = json.dumps(raw, default=str)
         if value.get("op") == "remove" and value.get("node") == value.get("leader"):
             what += " (the leader)"
         # a step not done says why: `no-effect` (nothing it chose could be affected) or
@@ -37,27 +41,30 @@ def faults_table(history: list[Op]) -> list[str]:
     return lines
 
 
-def nodes_table(history: list[Op]) -> list[str]:
+def nodes_table(history: Sequence[Op]) -> list[str]:
     """What the liveness watch saw (harness/liveness.py), when it saw anything to say: an exit
     the harness did not cause, a node started again at the heal, a node down at the end."""
     lines = []
     for op in history:
         if op.get("process") != "nemesis":
             continue
-        value = op.get("value") or {}
+        value = op.get("value")
+        if not isinstance(value, dict):
+            continue  # not the watch's: nothing it could say
         if op["f"] == NODE_EXIT:
             how = (f"killed by {value['signal']}" if value.get("signal")
                    else f"exited with status {value.get('status')}")
-            last = (value.get("errors") or value.get("log") or [""])[-1]
+            tail = value.get("errors") or value.get("log")
+            last = str(tail[-1]) if isinstance(tail, list) and tail else ""
             said = f": {last[:100]}" if last else ""
             lines.append(f"  {op['time'] / 1e9:7.1f}s {value.get('node')} {how}, not by the "
                          f"harness{said}")
-        elif op["f"] == REVIVE:
-            came = ", ".join(f"{node} {state}" for node, state in (value.get("nodes") or {}).items())
+        elif op["f"] == REVIVE and isinstance(value.get("nodes"), dict):
+            came = ", ".join(f"{node} {state}" for node, state in value["nodes"].items())
             lines.append(f"  {op['time'] / 1e9:7.1f}s started again at the heal: {came[:160]}")
-        elif op["f"] == NODE_STATES and value.get("down"):
+        elif op["f"] == NODE_STATES and isinstance(value.get("down"), list) and value["down"]:
             lines.append(f"  {op['time'] / 1e9:7.1f}s down at the end: "
-                         f"{', '.join(value['down'])}")
+                         f"{', '.join(map(str, value['down']))}")
     return ["nodes:", *lines] if lines else []
 
 

@@ -26,3 +26,24 @@ def test_kraft_check_prints_the_fault_list_kraft_test_printed(tmp_path: Path, pl
                              env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert checked.returncode == done.returncode, checked.stdout + checked.stderr
     assert checked.stdout.startswith(tested), checked.stdout
+
+
+def test_the_fault_and_node_lists_take_whatever_a_stored_history_holds() -> None:
+    """`kraft check` reads histories it did not write: a value of any JSON type is shown or
+    passed over, never a crash."""
+    from harness.summary import faults_table, nodes_table
+
+    odd: list[object] = ["n1", 3, None, [1, 2], {"nodes": {"n1": 1}, "op": None}]
+    history = [{"index": i, "time": i * 10**9, "process": "nemesis", "type": "ok",
+                "f": f, "value": value}
+               for i, (f, value) in enumerate(
+                   [(f, v) for v in odd for f in ("start-kill", "node-exit", "revive",
+                                                  "node-states")])]
+    history.append({"index": 99, "time": 1, "process": "nemesis", "type": "info",
+                    "f": "node-exit", "value": {"node": "n2", "errors": "not a list",
+                                                "status": 1}})
+    faults = faults_table(history)
+    assert faults[0] == "faults:" and len(faults) == 1 + len(odd)
+    assert '"n1"' in faults[1] and "[1, 2]" in faults[4]
+    nodes = nodes_table(history)
+    assert nodes[0] == "nodes:" and any("n2 exited with status 1" in line for line in nodes)
