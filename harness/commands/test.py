@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -288,14 +289,7 @@ def check_brokers(config: TestConfig) -> None:
 def check_results_dir(results_dir: str) -> None:
     """The results directory can take a run: made if missing, and a file written and removed in
     it, so that a run does not fail on it after the nodes are deployed."""
-    path = Path(results_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path, prefix=".kraft-write-check-"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--results-dir: cannot write to {results_dir}: "
-                         f"{exc.strerror or exc}") from None
+    _writable("--results-dir", Path(results_dir))
 
 
 def check_junit_path(given: str) -> None:
@@ -303,13 +297,17 @@ def check_junit_path(given: str) -> None:
     path = Path(given)
     if path.is_dir():
         raise UsageError(f"--junitxml: {given} is a directory; give a file name")
+    _writable("--junitxml", path.parent)
+
+
+def _writable(flag: str, directory: Path) -> None:
+    """`directory` is made if missing, and a file written and removed in it."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent, prefix=".kraft-write-check-"):
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".kraft-write-check-"):
             pass
     except OSError as exc:
-        raise UsageError(f"--junitxml: cannot write to {path.parent}: "
-                         f"{exc.strerror or exc}") from None
+        raise UsageError(f"{flag}: cannot write to {directory}: {exc.strerror or exc}") from None
 
 
 def _interrupt_once() -> None:
@@ -441,10 +439,7 @@ def series_exit(codes: list[int]) -> int:
 def tally(done: list[tuple[Outcome, dict[str, Any], float]], asked: int) -> str:
     """Jepsen's test-all summary: how many runs came to each verdict, and the runs to look at."""
     words = {0: "VALID", 1: "INVALID", 2: "UNKNOWN", 3: "FAILED"}
-    counts: dict[str, int] = {}
-    for outcome, _, _ in done:
-        counts[words.get(outcome.exit_code, "FAILED")] = \
-            counts.get(words.get(outcome.exit_code, "FAILED"), 0) + 1
+    counts = Counter(words.get(outcome.exit_code, "FAILED") for outcome, _, _ in done)
     lines = [f"series: {len(done)} of {asked} runs: "
              + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())]
     for outcome, test, _ in done:

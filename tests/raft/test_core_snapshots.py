@@ -404,15 +404,21 @@ def test_fetch_snapshot_is_a_check_quorum_contact() -> None:
     assert state.check_quorum_deadline == 7_000 + core.config.check_quorum_timeout_ms  # type: ignore[union-attr]
 
 
-def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> None:
-    """KIP-853: FetchSnapshot v1 names the fetcher's directory; Kafka's leader counts it for
-    check-quorum by that replica key (updateCheckQuorumForFollowingVoter), so another directory
-    of a voter's id (a wiped disk) is no voter's contact, and the voter's own is."""
+def _snapshotting_voter_1() -> tuple[dict[int, uuid.UUID], RaftCore]:
+    """Voter 1 of three, each with its directory id, holding snapshot SNAP under its log."""
     dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
     voters = VoterSet([Voter(v, d) for v, d in dirs.items()])
     core = RaftCore(1, voters, CLUSTER, cfg(), random.Random(0), 0, QuorumState(2, None, None),
                     data(10, b"a", b"b", epoch=2), 10, 2, Image(10, 2, records=9), [SNAP],
                     MemStore({SNAP: SNAP_BYTES}), directory_id=dirs[1])
+    return dirs, core
+
+
+def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> None:
+    """KIP-853: FetchSnapshot v1 names the fetcher's directory; Kafka's leader counts it for
+    check-quorum by that replica key (updateCheckQuorumForFollowingVoter), so another directory
+    of a voter's id (a wiped disk) is no voter's contact, and the voter's own is."""
+    dirs, core = _snapshotting_voter_1()
     drain(core)
     elect(core)
     core.step(LogFlushed(core.log_end_offset))
@@ -434,11 +440,7 @@ def test_fetch_snapshot_is_a_contact_of_the_voter_of_that_directory_only() -> No
 def test_a_fetch_snapshot_naming_no_directory_is_no_check_quorum_contact() -> None:
     """matchesKey: a voter known with a directory id is not matched by a FetchSnapshot naming
     none (Kafka's updateCheckQuorumForFollowingVoter); one naming its directory is."""
-    dirs = {v: uuid.UUID(int=v) for v in (1, 2, 3)}
-    voters = VoterSet([Voter(v, d) for v, d in dirs.items()])
-    core = RaftCore(1, voters, CLUSTER, cfg(), random.Random(0), 0, QuorumState(2, None, None),
-                    data(10, b"a", b"b", epoch=2), 10, 2, Image(10, 2, records=9), [SNAP],
-                    MemStore({SNAP: SNAP_BYTES}), directory_id=dirs[1])
+    dirs, core = _snapshotting_voter_1()
     drain(core)
     elect(core)
     state = core.state
